@@ -1,0 +1,1 @@
+"""Resource anchor (layer 2): which backend can serve this request best right now."""

@@ -1,0 +1,1 @@
+"""Candidate filters: each drops backends that must not serve this request."""

@@ -1,0 +1,1 @@
+"""Pickers: order scored backends; first = chosen, rest = fallback order."""

@@ -1,0 +1,41 @@
+"""Contracts of the anchor's plugins (DESIGN.md §4). All are pure and synchronous."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from llmroute.types import Backend, ChatRequest, Intent, MetricsSnapshot
+
+
+@dataclass(frozen=True, slots=True)
+class AnchorContext:
+    """Everything a filter or scorer may read: the request, its intent, the signals, the time."""
+
+    request: ChatRequest
+    intent: Intent
+    snapshot: MetricsSnapshot
+    now: float
+
+
+class Filter(Protocol):
+    """Drops backends that must not serve; returns a subset of ``candidates``, order kept."""
+
+    def filter(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[Backend]: ...
+
+
+class Scorer(Protocol):
+    """Scores each candidate in [0, 1], higher is better; returns ``{backend_id: score}``.
+    Scorers hold no weights: the profile multiplies by the configured weight."""
+
+    name: str
+
+    def score(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> dict[str, float]: ...
+
+
+class Picker(Protocol):
+    """Orders backends from ``{backend_id: total score}``: first = chosen, rest = fallback.
+    Returns every key exactly once (non-empty when ``scored`` is)."""
+
+    def pick(self, scored: dict[str, float]) -> list[str]: ...

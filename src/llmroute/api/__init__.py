@@ -1,0 +1,1 @@
+"""HTTP API: the OpenAI-compatible app, its wire models and error mapping."""

@@ -1,0 +1,47 @@
+"""Reading a JSON request body safely: Content-Type, size limit, JSON syntax."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+
+from llmroute.errors import InvalidRequest, PayloadTooLarge, UnsupportedMediaType
+
+
+async def read_json(request: Request, limit_bytes: int) -> Any:
+    """The parsed JSON body. Raises UnsupportedMediaType (415), PayloadTooLarge (413) or
+    InvalidRequest (400, malformed JSON)."""
+    _check_content_type(request.headers.get("content-type"))
+    raw = await _read_limited(request, limit_bytes)
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequest(f"We could not parse the JSON body of your request: {exc}",
+                             code="invalid_json") from exc
+
+
+def _check_content_type(value: str | None) -> None:
+    media = (value or "").split(";", 1)[0].strip().lower()
+    if media != "application/json" and not media.endswith("+json"):
+        raise UnsupportedMediaType(
+            f"Content-Type must be application/json (got {value or 'none'!r})",
+            param="content-type")
+
+
+async def _read_limited(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+    parts, size = [], 0
+    async for part in request.stream():
+        size += len(part)
+        if size > limit:
+            raise _too_large(limit)
+        parts.append(part)
+    return b"".join(parts)
+
+
+def _too_large(limit: int) -> PayloadTooLarge:
+    return PayloadTooLarge(f"The request body is larger than the limit of {limit} bytes")

@@ -1,0 +1,43 @@
+"""Exception handlers: every error leaves as an OpenAI-shaped JSON body with a 4xx/5xx."""
+
+from __future__ import annotations
+
+import structlog
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from llmroute.errors import LLMRouteError, NoBackendAvailable, to_openai
+from llmroute.api.responses import json_response
+
+log = structlog.get_logger("llmroute.api")
+
+_HTTP_TYPES = {404: ("not_found_error", "not_found"),
+               405: ("invalid_request_error", "method_not_allowed")}
+
+
+async def on_llmroute_error(request: Request, exc: Exception) -> Response:
+    """LLMRouteError → its OpenAI body; 503s carry ``Retry-After`` (whole seconds)."""
+    assert isinstance(exc, LLMRouteError)
+    status, body = to_openai(exc)
+    headers = {"x-request-id": request.headers.get("x-request-id", "")}
+    if isinstance(exc, NoBackendAvailable) and exc.retry_after_s is not None:
+        headers["retry-after"] = str(max(1, round(exc.retry_after_s)))
+    return json_response(body, status, headers)
+
+
+async def on_http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's 404/405 (unknown path or method) in OpenAI shape."""
+    assert isinstance(exc, HTTPException)
+    kind, code = _HTTP_TYPES.get(exc.status_code, ("invalid_request_error", "http_error"))
+    message = f"{request.method} {request.url.path}: {exc.detail}"
+    body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    return json_response(body, exc.status_code, dict(exc.headers or {}))
+
+
+async def on_unexpected(request: Request, exc: Exception) -> Response:
+    """A bug: logged with its traceback, answered as an OpenAI-shaped 500."""
+    log.exception("unhandled_error", path=request.url.path)
+    body = {"error": {"message": "internal error", "type": "server_error", "param": None,
+                      "code": "internal_error"}}
+    return json_response(body, 500)

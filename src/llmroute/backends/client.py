@@ -1,0 +1,221 @@
+"""The engine client: one pooled ``aiohttp.ClientSession`` for every OpenAI-compatible engine.
+
+aiohttp was chosen by measurement: a bare passthrough proxy cost 1.1 ms CPU per request with
+``aiohttp.ClientSession`` against 2.4 ms with ``httpx.AsyncClient``, and at 64 concurrent
+requests reached a 0.38 s p99 against 2.6 s.
+
+This is the only place aiohttp errors become llmroute errors (see ``errors.py``):
+connection failures → UpstreamConnectError, expired timeouts → UpstreamTimeout(phase),
+HTTP ≥ 400 → UpstreamStatusError, bad SSE/JSON or an in-band ``error`` → UpstreamProtocolError.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import orjson
+
+from llmroute.backends.sse import SSEDecoder
+from llmroute.config import TimeoutConfig
+from llmroute.errors import (
+    BackendError,
+    UpstreamConnectError,
+    UpstreamProtocolError,
+    UpstreamStatusError,
+    UpstreamTimeout,
+)
+from llmroute.types import Backend, Endpoint
+
+_PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+_ERROR_BODY_LIMIT = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One streamed SSE event from an engine: ``data`` is the raw JSON text, ``obj`` parsed."""
+
+    data: str
+    obj: dict[str, Any]
+
+
+def upstream_body(backend: Backend, body: dict[str, Any]) -> dict[str, Any]:
+    """The client's body with ``model`` replaced by the backend's served model name."""
+    return {**body, "model": backend.model}
+
+
+def _headers(backend: Backend, request_id: str) -> dict[str, str]:
+    headers = {"content-type": "application/json", "x-request-id": request_id}
+    if backend.api_key:
+        headers["authorization"] = f"Bearer {backend.api_key}"
+    return headers
+
+
+class BackendClient:
+    """Sends requests to engines over one pooled session.
+
+    ``timeouts``: connect, TTFT (first byte of the answer), inter-token stall and total, in s.
+    """
+
+    def __init__(self, session: aiohttp.ClientSession, timeouts: TimeoutConfig):
+        self._session = session
+        self._timeouts = timeouts
+
+    async def complete(self, backend: Backend, endpoint: Endpoint, body: dict[str, Any],
+                       request_id: str) -> dict[str, Any]:
+        """Non-streamed request; returns the engine's JSON object. Raises BackendError."""
+        try:
+            async with asyncio.timeout(self._timeouts.total_s):
+                async with self._post(backend, endpoint, body, request_id) as resp:
+                    await _raise_for_status(resp, backend)
+                    return _parse_object(await resp.read(), backend)
+        except TimeoutError as exc:
+            raise UpstreamTimeout(f"{backend.id}: no answer within {self._timeouts.total_s} s",
+                                  phase="total", backend_id=backend.id) from exc
+        except aiohttp.ClientError as exc:
+            raise _connect_error(exc, backend) from exc
+
+    async def stream(self, backend: Backend, endpoint: Endpoint, body: dict[str, Any],
+                     request_id: str) -> UpstreamStream:
+        """Open a streamed request; iterate the result for chunks, ``close()`` it when done.
+
+        Raises BackendError here for connect errors, HTTP errors and a TTFT timeout on the
+        response headers; iteration raises BackendError for later failures.
+        """
+        deadline = time.monotonic() + self._timeouts.total_s
+        try:
+            async with asyncio.timeout(self._timeouts.ttft_s):
+                resp = await self._post(backend, endpoint, body, request_id)
+        except TimeoutError as exc:
+            raise UpstreamTimeout(f"{backend.id}: no response within {self._timeouts.ttft_s} s",
+                                  phase="ttft", backend_id=backend.id) from exc
+        except aiohttp.ClientError as exc:
+            raise _connect_error(exc, backend) from exc
+        try:
+            await _raise_for_status(resp, backend)
+        finally:
+            if resp.status >= 400:
+                resp.close()
+        return UpstreamStream(resp, backend, self._timeouts, deadline)
+
+    def _post(self, backend: Backend, endpoint: Endpoint, body: dict[str, Any],
+              request_id: str) -> Any:
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._timeouts.connect_s)
+        return self._session.post(backend.base_url + _PATHS[endpoint],
+                                  data=orjson.dumps(upstream_body(backend, body)),
+                                  headers=_headers(backend, request_id), timeout=timeout)
+
+
+class UpstreamStream:
+    """An open streamed response: ``async for chunk in stream`` yields each JSON event until
+    ``[DONE]`` or the end of the stream; ``close()`` (sync, idempotent) drops the connection,
+    which makes the engine stop generating.
+
+    Iteration raises UpstreamTimeout (``ttft`` before the first event, ``stall`` between
+    events, ``total``), UpstreamConnectError for a cut, UpstreamProtocolError for a
+    malformed chunk or an in-band ``error`` event.
+    """
+
+    def __init__(self, resp: aiohttp.ClientResponse, backend: Backend,
+                 timeouts: TimeoutConfig, deadline: float):
+        self._resp = resp
+        self._backend = backend
+        self._timeouts = timeouts
+        self._deadline = deadline
+
+    def close(self) -> None:
+        """Close the upstream connection (safe to call more than once)."""
+        self._resp.close()
+
+    async def __aiter__(self) -> AsyncIterator[Chunk]:
+        try:
+            async for chunk in self._events():
+                yield chunk
+        except aiohttp.ClientError as exc:
+            raise _connect_error(exc, self._backend) from exc
+
+    async def _events(self) -> AsyncIterator[Chunk]:
+        decoder = SSEDecoder()
+        phase, wait_s = "ttft", self._timeouts.ttft_s
+        while True:
+            left = self._deadline - time.monotonic()
+            data = await _read(self._resp, self._backend, phase, min(wait_s, left))
+            events = decoder.feed(data) if data else decoder.close()
+            for event in events:
+                if event.data.strip() == "[DONE]":
+                    return
+                yield _parse_chunk(event.data, self._backend)
+                phase, wait_s = "stall", self._timeouts.stall_s
+            if not data:
+                return
+
+
+async def _read(resp: aiohttp.ClientResponse, backend: Backend, phase: str,
+                timeout_s: float) -> bytes:
+    try:
+        async with asyncio.timeout(max(timeout_s, 0.0)):
+            return await resp.content.readany()
+    except TimeoutError as exc:
+        raise UpstreamTimeout(f"{backend.id}: no token for {timeout_s:.1f} s ({phase})",
+                              phase=phase, backend_id=backend.id) from exc
+
+
+async def _raise_for_status(resp: aiohttp.ClientResponse, backend: Backend) -> None:
+    if resp.status < 400:
+        return
+    raw = await resp.content.read(_ERROR_BODY_LIMIT)
+    body = _try_json(raw)
+    message = _error_message(body, raw)
+    raise UpstreamStatusError(f"{backend.id} answered {resp.status}: {message}",
+                              upstream_status=resp.status, body=body,
+                              retry_after_s=_retry_after(resp.headers.get("retry-after")),
+                              backend_id=backend.id)
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Retry-After in seconds (delta-seconds form; an HTTP-date is ignored)."""
+    try:
+        return max(float(value), 0.0) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _try_json(raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _error_message(body: Any, raw: bytes) -> str:
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        return str(body["error"].get("message", ""))[:500]
+    return raw[:200].decode("utf-8", "replace")
+
+
+def _parse_object(raw: bytes, backend: Backend) -> dict[str, Any]:
+    obj = _try_json(raw)
+    if not isinstance(obj, dict):
+        raise UpstreamProtocolError(f"{backend.id}: answer is not a JSON object",
+                                    backend_id=backend.id)
+    return obj
+
+
+def _parse_chunk(data: str, backend: Backend) -> Chunk:
+    obj = _try_json(data.encode())
+    if not isinstance(obj, dict):
+        raise UpstreamProtocolError(f"{backend.id}: malformed stream chunk: {data[:120]!r}",
+                                    backend_id=backend.id)
+    if obj.get("error") is not None:
+        raise UpstreamProtocolError(f"{backend.id}: error in stream: {_error_message(obj, b'')}",
+                                    backend_id=backend.id)
+    return Chunk(data, obj)
+
+
+def _connect_error(exc: aiohttp.ClientError, backend: Backend) -> BackendError:
+    return UpstreamConnectError(f"{backend.id}: {type(exc).__name__}: {exc}",
+                                backend_id=backend.id)

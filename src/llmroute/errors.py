@@ -1,0 +1,179 @@
+"""One exception tree for llmroute, and its mapping onto OpenAI-shaped error bodies.
+
+::
+
+    LLMRouteError                      base; .status (HTTP), .type, .code, .param
+    ├── RequestError                   the client's fault (4xx), never retried
+    │   ├── InvalidRequest             400 invalid_request_error (bad JSON, bad field, n > 1 …)
+    │   ├── ContextLengthExceeded      400 context_length_exceeded (no backend's context fits)
+    │   ├── ModelNotFound              404 model_not_found
+    │   ├── PayloadTooLarge            413 request body over the configured limit
+    │   └── UnsupportedMediaType       415 Content-Type is not application/json
+    ├── BackendError                   an engine failed; .backend_id, .retryable
+    │   ├── UpstreamConnectError       could not connect / connection reset (retryable)
+    │   ├── UpstreamTimeout            connect, TTFT, inter-token stall or total timeout (retryable)
+    │   ├── UpstreamStatusError        the engine answered 4xx/5xx; retryable for 429 and 5xx
+    │   └── UpstreamProtocolError      malformed SSE/JSON or an in-band error event (retryable)
+    ├── NoBackendAvailable             503: every candidate failed or none is usable
+    ├── ConfigError                    bad configuration; message names file:line:field
+    └── EngineError                    a local engine could not be built, started or stopped
+
+`to_openai(err)` gives ``(status, {"error": {"message", "type", "param", "code"}})``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class LLMRouteError(Exception):
+    """Base of every llmroute error.
+
+    Attributes: ``status`` (HTTP status code), ``type`` and ``code`` (OpenAI error fields),
+    ``param`` (the offending request field, dotted, or None).
+    """
+
+    status = 500
+    type = "server_error"
+    code: str | None = "internal_error"
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        if code is not None:
+            self.code = code
+
+
+class RequestError(LLMRouteError):
+    """The request is wrong; the client must change it. Never retried."""
+
+    status = 400
+    type = "invalid_request_error"
+    code = "invalid_request"
+
+
+class InvalidRequest(RequestError):
+    """400: malformed JSON, a missing or ill-typed field, or an unsupported value."""
+
+
+class ContextLengthExceeded(RequestError):
+    """400: prompt tokens + max tokens exceed every eligible backend's context window."""
+
+    code = "context_length_exceeded"
+
+
+class ModelNotFound(RequestError):
+    """404: ``model`` is neither a pool, ``auto``, nor a served model name."""
+
+    status = 404
+    code = "model_not_found"
+
+
+class PayloadTooLarge(RequestError):
+    """413: the body is larger than ``server.max_body_bytes``."""
+
+    status = 413
+    code = "payload_too_large"
+
+
+class UnsupportedMediaType(RequestError):
+    """415: the Content-Type is missing or not ``application/json``."""
+
+    status = 415
+    code = "unsupported_media_type"
+
+
+class BackendError(LLMRouteError):
+    """An engine failed to serve. ``retryable`` says whether another attempt may succeed."""
+
+    status = 502
+    type = "upstream_error"
+    code = "upstream_error"
+    retryable = True
+
+    def __init__(self, message: str, *, backend_id: str = "", **kw: Any):
+        super().__init__(message, **kw)
+        self.backend_id = backend_id
+
+
+class UpstreamConnectError(BackendError):
+    """The engine could not be reached, or the connection broke."""
+
+    code = "upstream_connect_error"
+
+
+class UpstreamTimeout(BackendError):
+    """A timeout expired; ``phase`` is ``connect``, ``ttft``, ``stall`` or ``total``."""
+
+    status = 504
+    code = "upstream_timeout"
+
+    def __init__(self, message: str, *, phase: str, **kw: Any):
+        super().__init__(message, **kw)
+        self.phase = phase
+
+
+class UpstreamStatusError(BackendError):
+    """The engine answered with an HTTP error.
+
+    ``upstream_status`` is the engine's status, ``body`` its parsed JSON error (or None),
+    ``retry_after_s`` its Retry-After header in seconds (or None). Retryable for 429 and 5xx;
+    other 4xx are the client's fault and are returned to it with the engine's status.
+    """
+
+    code = "upstream_status_error"
+
+    def __init__(self, message: str, *, upstream_status: int, body: Any = None,
+                 retry_after_s: float | None = None, **kw: Any):
+        super().__init__(message, **kw)
+        self.upstream_status = upstream_status
+        self.body = body
+        self.retry_after_s = retry_after_s
+        self.retryable = upstream_status == 429 or upstream_status >= 500
+        if not self.retryable:
+            self.status = upstream_status
+            self.type = "invalid_request_error"
+
+
+class UpstreamProtocolError(BackendError):
+    """The engine sent something that is not valid SSE/JSON, or an in-band error event."""
+
+    code = "upstream_protocol_error"
+
+
+class NoBackendAvailable(LLMRouteError):
+    """503: no candidate could serve; ``retry_after_s`` suggests when to try again."""
+
+    status = 503
+    type = "service_unavailable"
+    code = "no_backend_available"
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None, **kw: Any):
+        super().__init__(message, **kw)
+        self.retry_after_s = retry_after_s
+
+
+class ConfigError(LLMRouteError):
+    """The configuration is invalid; the message names ``file:line: field: problem``."""
+
+    code = "config_error"
+
+
+class EngineError(LLMRouteError):
+    """A local engine could not be built, started, health-checked or stopped."""
+
+    code = "engine_error"
+
+
+def to_openai(err: LLMRouteError) -> tuple[int, dict[str, Any]]:
+    """Map an llmroute error to ``(http_status, {"error": {message, type, param, code}})``."""
+    if isinstance(err, UpstreamStatusError) and not err.retryable and _is_openai_error(err.body):
+        return err.status, err.body
+    body = {"error": {"message": err.message, "type": err.type, "param": err.param,
+                      "code": err.code}}
+    return err.status, body
+
+
+def _is_openai_error(body: Any) -> bool:
+    return isinstance(body, dict) and isinstance(body.get("error"), dict)

@@ -1,0 +1,381 @@
+"""Rules classifier: keyword/regex and request-structure evidence → ``Intent``.
+
+Scoring (per intent, a float ≥ 0):
+
+- **keywords** — each intent has English and Chinese patterns with a weight. A pattern adds
+  ``weight × min(distinct matches, MAX_DISTINCT_HITS)``: distinct (lower-cased) matched
+  strings, so varied evidence counts and repeating one word does not.
+- **extra rules** — patterns from config (``rules=``) add ``EXTRA_RULE_WEIGHT`` per distinct
+  match (same cap); heavy enough to act as overrides.
+- **structure** — ``has_tools`` → tool_call +``TOOLS_WEIGHT``; a ````` fence → code
+  +``FENCE_WEIGHT``; ``turns ≥ MULTI_TURN_MIN`` → chat +``MULTI_TURN_WEIGHT``;
+  ``prompt_tokens > LONG_INPUT_TOKENS`` → summarization and extraction evidence.
+- **prior** — ``DEFAULT_INTENT`` starts at ``DEFAULT_PRIOR``, so no evidence means chat.
+
+Distribution: ``p_i = softmax(score_i / TEMPERATURE)``. ``confidence`` is the top
+probability, ``runners_up`` the next three as ``(label, p)`` rounded to 4 places, and
+``conflict = clip(1 - (p1 - p2), 0, 1)``: 0 when the winner takes everything, near 1 when
+the top two are level. Ties go to the earlier label in ``INTENTS``.
+
+Complexity (0.1–5.0, see ``complexity``) is
+``0.1 + 0.4·log2(1 + tokens/100) + 0.25·min(constraints, 8)
++ 0.15·min(code + math score, 8) + 0.2·min(reasoning score, 5) + 0.1·min(turns - 1, 10)``,
+clamped. Evidence is counted, never divided by length, so appending a requirement to a
+prompt that fits the inspected window never makes it look easier (two caveats: past the
+window the tail shifts, and a long-span pattern such as ``if … then`` may merge two matches).
+
+Text handling: only ``HEAD_CHARS`` + ``TAIL_CHARS`` characters are inspected (the middle of a
+huge prompt is skipped), NFKC-normalised so full-width ``１＋２？`` reads as ``1+2?``.
+Patterns compile with ``re.IGNORECASE | re.ASCII``: ``\\b``/``\\w`` are ASCII, so ``\\bpython\\b``
+matches inside ``用Python写`` (CJK characters count as non-word characters).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Iterator, Mapping, Sequence
+from itertools import islice
+
+from llmroute.errors import ConfigError
+from llmroute.gate.intents import DEFAULT_INTENT, INTENTS
+from llmroute.types import ChatRequest, Intent
+
+HEAD_CHARS = 4000
+TAIL_CHARS = 2000
+TEMPERATURE = 1.0
+DEFAULT_PRIOR = 0.5
+MAX_DISTINCT_HITS = 3
+MAX_MATCHES_SCANNED = 16
+EXTRA_RULE_WEIGHT = 4.0
+TOOLS_WEIGHT = 6.0
+FENCE_WEIGHT = 3.0
+MULTI_TURN_MIN = 3
+MULTI_TURN_WEIGHT = 0.75
+LONG_INPUT_TOKENS = 1500
+LONG_INPUT_WEIGHTS = (("summarization", 1.0), ("extraction", 0.5))
+RUNNERS_UP = 3
+MIN_COMPLEXITY = 0.1
+MAX_COMPLEXITY = 5.0
+MAX_CONSTRAINTS = 8
+FLAGS = re.IGNORECASE | re.ASCII
+
+_LANGS_EN = (
+    "english|french|german|spanish|chinese|mandarin|cantonese|japanese|korean|italian|"
+    "portuguese|russian|arabic|hindi|vietnamese|thai|dutch|turkish|polish|indonesian|"
+    "latin|greek|hebrew|swedish"
+)
+_LANGS_ZH = (
+    "英文|英语|中文|汉语|普通话|粤语|日文|日语|韩文|韩语|法文|法语|德文|德语|西班牙语|"
+    "俄文|俄语|意大利语|葡萄牙语|阿拉伯语|文言文|白话文"
+)
+
+CONSTRAINTS = (
+    r"\b(?:must|should|shall|have to|has to|needs? to|at least|at most|no more than|"
+    r"no less than|no fewer than|exactly|without|do not|don't|never|always|avoid|ensure|"
+    r"make sure|required?|requirements?|limit(?:ed)? to|within|strictly|only use)\b"
+    r"|必须|应该|应当|需要|至少|至多|最多|不超过|不少于|不要|不能|不得|不可|禁止|避免|务必|"
+    r"确保|只能|仅限|限制|以内|严格"
+)
+
+# intent → ((weight, pattern), …); English first, then Chinese.
+KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
+    ("code", (
+        (1.5, r"\b(?:python|javascript|typescript|java|kotlin|swift|golang|rust|ruby|php|perl|"
+              r"scala|haskell|sql|bash|powershell|html|css|regex|react|django|numpy|pandas)\b"
+              r"|\bc\+\+|\bc#"),
+        (1.5, r"\b(?:code|coding|debug(?:ging)?|refactor|bugs?|stack ?trace|traceback|segfault|"
+              r"unit tests?|api|endpoint|algorithm|linked list|hash ?map|binary tree|recursion|"
+              r"compiler?|syntax error|runtime error|git)\b"),
+        (0.75, r"\b(?:functions?|method|class|script|program|implement|variables?|arrays?|"
+               r"exception|query|database)\b"),
+        (2.0, r"\b(?:write|fix|debug|optimi[sz]e|refactor|implement)\b[^.\n]{0,40}"
+              r"\b(?:code|program|function|script|query|class|method|snippet)\b"),
+        (2.0, r"\bdef\s+\w+\s*\(|\bimport\s+[\w.]+|#include\s*<|console\.log|System\.out|"
+              r"\bfn\s+\w+\s*\(|\bSELECT\s.{1,80}?\sFROM\b|=>|\w\(\)\s*[;{]"),
+        (2.0, r"代码|编程|源码|脚本|报错|调试|编译|算法|快速排序"),
+        (1.0, r"实现|函数|程序|接口|变量|数组|链表|排序|递归|数据库|前端|后端"),
+    )),
+    ("math", (
+        (3.0, r"\d\s*[+*×÷=^]\s*\(?-?\d|\d\s+[-/]\s+\(?\d|[a-z)]\s*\^\s*\d|"
+              r"\d\s*[a-z]\s*[-+=]\s*\d"),
+        (1.5, r"\b(?:solve|equations?|integral|derivative|differentiate|calculate|probability|"
+              r"square root|sqrt|factorial|polynomial|algebra|geometry|calculus|arithmetic|"
+              r"logarithm|divisible|remainder|multiply|divided by)\b"),
+        (0.75, r"\b(?:compute|percent(?:age)?|prime|matrix|fraction|average|median|sum of|"
+               r"product of|plus|minus|sin|cos|tan|how (?:many|much|far|long|old))\b"),
+        (0.75, r"\d\s*(?:%|\$)|\$\s*\d|(?<![\d.])\d+(?:\.\d+)?\s*(?:percent|miles|km|kilometers|"
+               r"meters|hours|minutes|seconds|dollars|cents|kg|pounds)\b"),
+        (2.0, r"计算|方程|求解|积分|导数|微分|概率|几何|代数|算术|乘以|除以|加上|减去|等于多少|平方根|"
+              r"开方|因式分解|余数"),
+        (1.0, r"多少|平方|百分之|平均|总和|求和|多远|多久"),
+    )),
+    ("reasoning", (
+        (1.5, r"\bwhy\b"),
+        (2.0, r"\bstep[- ]by[- ]step\b|\bthink (?:carefully|it through|through)\b|"
+              r"\blet'?s think\b|\bshow (?:your|the) (?:work|reasoning)\b|\bchain of thought\b"),
+        (1.5, r"\b(?:prove|proof|deduce|deduction|infer|inference|logic|logical|logically|riddle|"
+              r"puzzle|paradox|syllogism|contradiction|implications?|consequences?|justify)\b"),
+        (2.5, r"\b(?:pros and cons|trade-?offs?|compare and contrast|what would happen if)\b"),
+        (0.75, r"\b(?:explain|analy[sz]e|evaluate|compare|because|therefore|hence|assume|"
+               r"suppose)\b|\bif\b[^.?!\n]{1,80}\bthen\b"),
+        (2.0, r"推理|为什么|证明|逻辑|一步一步|一步步|逐步|推导|论证|悖论|谜题"),
+        (1.0, r"分析|解释|原因|比较|权衡|利弊|假设|如果|因此|所以"),
+    )),
+    ("tool_call", (
+        (1.0, r"\b(?:call|use|invoke) the [\w-]+ (?:tool|function|api)\b|\bsearch the web\b|"
+              r"\blook up\b|\bbook (?:a|me)\b|\bsend (?:an? )?(?:email|message|sms)\b|"
+              r"\bset (?:a|an) (?:reminder|alarm|timer)\b|\bcurrent (?:weather|price|stock)\b|"
+              r"\bweather (?:in|for|today|tomorrow)\b|\bright now\b"),
+        (1.0, r"调用|查一下|查询|搜索|天气|订(?:一张|个)?(?:票|酒店|机票)|发(?:送)?(?:邮件|短信)|"
+              r"提醒我|设置闹钟"),
+    )),
+    ("summarization", (
+        (3.0, r"\b(?:summari[sz]e|summari[sz]ing|summary|tl;?dr|recap|synopsis|sum up)\b|"
+              r"\bwrite (?:me )?an? (?:\w+ ){0,2}abstract\b"),
+        (1.5, r"\b(?:condense|shorten|boil down|in a nutshell|key (?:points|takeaways)|"
+              r"main (?:points|ideas)|gist|abstract (?:for|of) (?:it|this|the)|"
+              r"in (?:one|two|three|a few|\d+) "
+              r"(?:sentences?|words|bullet points|paragraphs?))\b"),
+        (3.0, r"总结|摘要|概括|归纳|概述|综述|提炼|简要说明"),
+        (1.5, r"要点|简述|主要内容|核心观点|一句话|几句话|精简"),
+    )),
+    ("translation", (
+        (3.0, r"\btranslat(?:e|ed|es|ion|ing|or)\b"),
+        (3.0, rf"\bhow (?:do|would|can) (?:you|i) say\b[^\n]{{0,60}}\bin (?:{_LANGS_EN})\b|"
+              rf"\bwhat(?:'s| is) [^\n]{{1,60}} in (?:{_LANGS_EN})\b"),
+        (1.5, rf"\b(?:into|to)\s*(?:(?:{_LANGS_EN})\b|{_LANGS_ZH})"),
+        (0.5, rf"\bin (?:{_LANGS_EN})\b"),
+        (3.0, r"翻译|译成|译为|翻成|译文|译作|英译中|中译英|汉译英|英译汉"),
+        (1.5, rf"(?:成|为|到)(?:{_LANGS_ZH})"),
+        (3.0, rf"(?:{_LANGS_ZH})(?:怎么说|怎么讲|怎么表达)"),
+    )),
+    ("extraction", (
+        (3.0, r"\bextract(?:ion|ing|ed)?\b|\bnamed entit(?:y|ies)\b|\bparse out\b"),
+        (1.5, r"\b(?:list|find|pull out|identify|get|pick out|return) (?:all|every|each)\b|"
+              r"\ball (?:the )?(?:names|dates|emails|email addresses|phone numbers|urls|links|"
+              r"entities|prices|amounts|people|places|organi[sz]ations|companies)\b"),
+        (1.0, r"\b(?:as|in|into|to) (?:json|a table|csv|key-value pairs)\b|"
+              r"\bstructured (?:data|output|format)\b"),
+        (0.5, r"\b(?:names?|dates?|email addresses|emails?|phone numbers?|addresses|keywords|"
+              r"fields|entities)\b"),
+        (3.0, r"提取|抽取|抓取出|摘出|实体识别"),
+        (1.5, r"找出|列出(?:所有|全部|其中)|识别出|挑出|整理成(?:表格|json)|关键词|姓名|电话|邮箱|"
+              r"地址|日期"),
+    )),
+    ("classification", (
+        (3.0, r"\b(?:classify|classified|classification|categori[sz]e|categori[sz]ation|"
+              r"sentiment)\b"),
+        (1.5, r"\b(?:positive or negative|positive, negative,? or neutral|spam or (?:not|ham)|"
+              r"which (?:category|class|label|topic)|label (?:this|these|each|the following)|"
+              r"tag (?:this|these|each)|is (?:this|it) (?:spam|toxic|positive|negative|sarcastic)|"
+              r"sort (?:these|the following|them) into|true or false)\b"),
+        (1.5, r"\bis this (?:a |an )?(?:piece of )?(?:news|review|article|text|message|tweet|"
+              r"email|comment)\b"),
+        (0.75, r"\b(?:category|categories|labels?|topic|genre|toxic|spam|rating)\b"),
+        (3.0, r"分类|归类|情感|情绪倾向|类别"),
+        (1.5, r"正面还是负面|积极还是消极|属于哪一?(?:类|个类别|种)|打标签|判断.{0,20}(?:是否|还是)|"
+              r"是不是垃圾"),
+    )),
+    ("creative_writing", (
+        (2.5, r"\b(?:poem|poems|poetry|haiku|sonnet|limerick|ballad|story|stories|fiction|novel|"
+              r"fairy tale|fable|lyrics|song|screenplay|rap|verse|rhymes?|monologue|"
+              r"fan ?fiction)\b"),
+        (1.0, r"\b(?:write|compose|draft|create)\b[^.\n]{0,30}\b(?:tale|essay|letter|speech|"
+              r"blog post|toast|scene|dialogue|character|plot|ode)\b|\bonce upon a time\b|"
+              r"\bin the style of\b|\b(?:generate|write|make) a sentence\b"),
+        (0.5, r"\b(?:write|compose)\b"),
+        (2.5, r"写一首|诗歌|诗词|小说|故事|歌词|剧本|散文|童话|寓言|作文|续写|对联|绝句|律诗|宋词|打油诗"),
+        (1.5, r"诗|写一篇|写一段|创作|编一个"),
+    )),
+    ("open_qa", (
+        (1.5, r"\b(?:what (?:is|are|was|were|does|do)|what's|who (?:is|was|were|invented|wrote|"
+              r"discovered|founded|painted)|when (?:did|was|is|were)|where (?:is|was|are|do|does)|"
+              r"which (?:is|was|country|city|year))\b|\bhow (?:does|do|did) [^?.\n]{1,40} work\b"),
+        (1.5, r"\b(?:capital of|definition of|define|meaning of|tell me about|history of|"
+              r"population of|facts? about)\b"),
+        (1.5, r"\b(?:what|which) (?:type|kind|year|age|country|city|name)\b|\bin (?:what|which) "
+              r"year\b|\bat what age\b|\banswer the following question\b|^\s*q:"),
+        (0.5, r"^\s*(?:what|who|when|where|which|how|is|are|does|do|can|did)\b"),
+        (1.5, r"什么是|是什么|是谁|谁是|谁发明|在哪|哪里|哪个国家|哪一年|什么时候|何时|介绍一下|的定义|"
+              r"什么意思|首都|多少人口|有多高"),
+    )),
+    ("chat", (
+        (2.5, r"^\s*(?:hi|hello|hey|hiya|yo|howdy|greetings|good (?:morning|afternoon|evening))\b"),
+        (2.0, r"\b(?:how are you|how's it going|how are things|what's up|nice to meet you|"
+              r"thank you|thanks|bye|goodbye|see you|lol|haha|good night)\b"),
+        (2.0, r"\b(?:pretend (?:you are|you're|to be)|act as|you are now|role-?play|"
+              r"let'?s (?:chat|talk)|talk to me|chat with me|i feel|i'm feeling|i am feeling|"
+              r"i'm (?:sad|bored|lonely|happy|tired))\b"),
+        (2.5, r"^\s*(?:你好|您好|嗨|哈喽|早上好|晚上好|晚安|在吗)"),
+        (2.0, r"你好|您好|谢谢|再见|扮演|假装你是|你现在是|角色扮演|聊聊|聊天|陪我|最近怎么样|过得怎么样|"
+              r"心情|无聊|哈哈"),
+    )),
+    ("brainstorming", (
+        (3.0, r"\b(?:brainstorm(?:ing)?|ideas?)\b"),
+        (1.5, r"\b(?:come up with|think of|suggest(?:ions?)?|alternatives|ways to|names for|"
+              r"options for|tips (?:for|on)|inspiration)\b"),
+        (1.5, r"\b(?:\d+|two|three|four|five|six|"
+              r"seven|eight|nine|ten|twenty|some|a few|several|more) (?:creative |fun |unique |"
+              r"new |possible )?(?:ideas|ways|names|suggestions|options|tips|themes|titles|"
+              r"slogans|topics)\b"),
+        (3.0, r"头脑风暴|点子|主意|创意|脑暴"),
+        (1.5, r"想法|建议|方案|有哪些(?:方法|办法|方式)|起(?:个|几个)?名字|取名|出谋划策|集思广益|灵感"),
+    )),
+)
+
+Rule = tuple[str, float, re.Pattern[str]]
+"""One compiled rule: (intent, weight per distinct match, pattern)."""
+
+
+def inspected_text(text: str) -> str:
+    """The part of ``text`` the rules read: at most ``HEAD_CHARS`` from the start and
+    ``TAIL_CHARS`` from the end (joined by a newline), NFKC-normalised. Never raises."""
+    if len(text) > HEAD_CHARS + TAIL_CHARS:
+        text = text[:HEAD_CHARS] + "\n" + text[-TAIL_CHARS:]
+    return unicodedata.normalize("NFKC", text)
+
+
+def count_distinct(pattern: re.Pattern[str], text: str, cap: int) -> int:
+    """Distinct lower-cased matches of ``pattern`` among its first ``MAX_MATCHES_SCANNED``
+    matches in ``text``, at most ``cap``."""
+    matches = islice(pattern.finditer(text), MAX_MATCHES_SCANNED)
+    return min(len({m.group(0).lower() for m in matches}), cap)
+
+
+def count_matches(pattern: re.Pattern[str], text: str, cap: int) -> int:
+    """Number of (not necessarily distinct) matches of ``pattern`` in ``text``, at most ``cap``."""
+    return sum(1 for _ in islice(pattern.finditer(text), cap))
+
+
+def compile_rules(
+    keywords: Sequence[tuple[str, Sequence[tuple[float, str]]]],
+    extra: Mapping[str, Sequence[str]],
+) -> tuple[Rule, ...]:
+    """Compile the built-in ``keywords`` and the config's ``extra`` patterns (each weighted
+    ``EXTRA_RULE_WEIGHT``). Raises ``ConfigError`` for an unknown intent or a bad regex."""
+    built_in = [(intent, w, p) for intent, pairs in keywords for w, p in pairs]
+    extras = [(intent, EXTRA_RULE_WEIGHT, p) for intent, p in _extra_pairs(extra)]
+    return tuple((intent, w, _compile(intent, p)) for intent, w, p in built_in + extras)
+
+
+def _extra_pairs(extra: Mapping[str, Sequence[str]]) -> Iterator[tuple[str, str]]:
+    """Yield ``(intent, pattern)`` from the config mapping, checking its shape."""
+    for intent, patterns in extra.items():
+        if intent not in INTENTS:
+            raise ConfigError(f"gate rules: unknown intent {intent!r}; known: {', '.join(INTENTS)}")
+        if isinstance(patterns, str):
+            raise ConfigError(f"gate rules: {intent!r} must map to a list of patterns, not a str")
+        for pattern in patterns:
+            yield intent, pattern
+
+
+def _compile(intent: str, pattern: str) -> re.Pattern[str]:
+    """Compile one pattern with ``FLAGS``; a bad one, or one matching empty text, becomes a
+    ``ConfigError`` naming it."""
+    try:
+        compiled = re.compile(pattern, FLAGS)
+    except (re.error, TypeError) as err:
+        raise ConfigError(f"gate rules: bad pattern {pattern!r} for {intent!r}: {err}") from err
+    if compiled.fullmatch(""):
+        raise ConfigError(f"gate rules: pattern {pattern!r} for {intent!r} matches empty text")
+    return compiled
+
+
+def structure_evidence(request: ChatRequest, text: str) -> Iterator[tuple[str, float]]:
+    """Yield ``(intent, weight)`` evidence from the request's shape (tools, code fence,
+    number of turns, prompt length in tokens)."""
+    if request.has_tools:
+        yield "tool_call", TOOLS_WEIGHT
+    if "```" in text:
+        yield "code", FENCE_WEIGHT
+    if request.turns >= MULTI_TURN_MIN:
+        yield "chat", MULTI_TURN_WEIGHT
+    if request.prompt_tokens > LONG_INPUT_TOKENS:
+        yield from LONG_INPUT_WEIGHTS
+
+
+def softmax(scores: Mapping[str, float], temperature: float = TEMPERATURE) -> dict[str, float]:
+    """``{intent: probability}`` from raw scores; probabilities sum to 1 (max-shifted, so
+    large scores cannot overflow)."""
+    top = max(scores.values())
+    exps = {k: math.exp((v - top) / temperature) for k, v in scores.items()}
+    total = sum(exps.values())
+    return {k: e / total for k, e in exps.items()}
+
+
+def complexity(
+    prompt_tokens: int, constraints: int, scores: Mapping[str, float], turns: int
+) -> float:
+    """Complexity in [0.1, 5.0] (formula in the module docstring), rounded to 3 places.
+
+    ``prompt_tokens`` in tokens, ``constraints`` a count of constraint words, ``scores`` the
+    raw intent scores (code, math and reasoning are read), ``turns`` the user turns.
+    """
+    value = (
+        MIN_COMPLEXITY
+        + 0.4 * math.log2(1 + max(prompt_tokens, 0) / 100)
+        + 0.25 * min(constraints, MAX_CONSTRAINTS)
+        + 0.15 * min(scores["code"] + scores["math"], 8.0)
+        + 0.2 * min(scores["reasoning"], 5.0)
+        + 0.1 * min(max(turns - 1, 0), 10)
+    )
+    return round(min(max(value, MIN_COMPLEXITY), MAX_COMPLEXITY), 3)
+
+
+def verdict(probs: Mapping[str, float], complexity_value: float) -> Intent:
+    """The ``Intent`` for a probability distribution over ``INTENTS`` (ties → ``INTENTS``
+    order); conflict = ``clip(1 - (p1 - p2), 0, 1)`` from unrounded probabilities."""
+    ranked = sorted(INTENTS, key=lambda k: -probs[k])
+    p1, p2 = probs[ranked[0]], probs[ranked[1]]
+    return Intent(
+        label=ranked[0],
+        confidence=round(p1, 4),
+        runners_up=tuple((k, round(probs[k], 4)) for k in ranked[1 : 1 + RUNNERS_UP]),
+        conflict=round(min(max(1.0 - (p1 - p2), 0.0), 1.0), 4),
+        complexity=complexity_value,
+        source="rules",
+    )
+
+
+def empty_intent() -> Intent:
+    """The verdict for empty or whitespace-only text: nothing to classify, so
+    ``DEFAULT_INTENT`` with confidence 0, no runners-up, no conflict, minimum complexity."""
+    return Intent(label=DEFAULT_INTENT, confidence=0.0, complexity=MIN_COMPLEXITY, source="rules")
+
+
+class RulesClassifier:
+    """Keyword/regex + request-structure classifier (English and Chinese); a ``Classifier``.
+
+    ``rules`` maps an intent in ``INTENTS`` to extra regex patterns (case-insensitive,
+    ``re.ASCII`` word boundaries), each distinct match worth ``EXTRA_RULE_WEIGHT``; an
+    unknown intent or bad pattern raises ``ConfigError`` here, never in ``classify``.
+    """
+
+    def __init__(self, rules: Mapping[str, Sequence[str]] | None = None) -> None:
+        self._rules = compile_rules(KEYWORDS, rules or {})
+        self._constraints = re.compile(CONSTRAINTS, FLAGS)
+
+    def classify(self, request: ChatRequest) -> Intent:
+        """Return the request's ``Intent`` (see the module docstring); never raises for any
+        ``request.text``."""
+        if not request.text or request.text.isspace():
+            return empty_intent()
+        text = inspected_text(request.text)
+        scores = self.scores(request, text)
+        constraints = count_matches(self._constraints, text, MAX_CONSTRAINTS)
+        level = complexity(request.prompt_tokens, constraints, scores, request.turns)
+        return verdict(softmax(scores), level)
+
+    def scores(self, request: ChatRequest, text: str | None = None) -> dict[str, float]:
+        """Raw evidence per intent (every label in ``INTENTS``), prior included, before the
+        softmax. ``text`` is ``inspected_text(request.text)``, computed when not given."""
+        text = inspected_text(request.text) if text is None else text
+        scores = dict.fromkeys(INTENTS, 0.0)
+        scores[DEFAULT_INTENT] = DEFAULT_PRIOR
+        for intent, weight, pattern in self._rules:
+            scores[intent] += weight * count_distinct(pattern, text, MAX_DISTINCT_HITS)
+        for intent, weight in structure_evidence(request, text):
+            scores[intent] += weight
+        return scores

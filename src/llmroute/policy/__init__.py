@@ -1,0 +1,1 @@
+"""Gateway policies that run before the gate (keys, limits, filters, context length)."""

@@ -1,0 +1,1 @@
+"""Strategies: how the layers combine for a class of requests."""

@@ -1,0 +1,49 @@
+"""single: one pool per request, chosen by ``model`` (pool name, served model, or ``auto``).
+
+``model: auto`` maps the gate's intent label through ``routing.intents`` (default pool
+otherwise). The plan's fallback is every other backend, the default pool's first, so a dead
+pool still gets an answer from a live engine before the request fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from llmroute.errors import ModelNotFound
+from llmroute.types import Backend, ChatRequest, Intent, RoutePlan
+
+AUTO = "auto"
+
+
+class SingleStrategy:
+    """Routes to one pool; ``backends`` in config order, ``intents`` label → pool name."""
+
+    def __init__(self, backends: Mapping[str, Backend], intents: Mapping[str, str],
+                 default_pool: str, max_attempts: int = 3):
+        self._backends = dict(backends)
+        self._intents = dict(intents)
+        self._default = default_pool
+        self._max_attempts = max_attempts
+        self._pools = {b.pool for b in self._backends.values()}
+
+    def plan(self, request: ChatRequest, intent: Intent) -> RoutePlan:
+        """RoutePlan for ``request``. Raises ModelNotFound for an unknown ``model``."""
+        if request.model == AUTO:
+            pool = self._intents.get(intent.label, self._default)
+            return self._pool_plan(pool, f"intent {intent.label} → pool {pool}")
+        if request.model in self._pools:
+            return self._pool_plan(request.model, f"model names pool {request.model}")
+        served = tuple(b.id for b in self._backends.values() if b.model == request.model)
+        if served:
+            pool = self._backends[served[0]].pool
+            return RoutePlan(pool, f"served model {request.model}", served,
+                             max_attempts=self._max_attempts)
+        raise ModelNotFound(f"The model '{request.model}' does not exist: use 'auto', a pool "
+                            f"({', '.join(sorted(self._pools))}) or a served model name",
+                            param="model")
+
+    def _pool_plan(self, pool: str, reason: str) -> RoutePlan:
+        primary = tuple(b.id for b in self._backends.values() if b.pool == pool)
+        rest = sorted((b for b in self._backends.values() if b.pool != pool),
+                      key=lambda b: b.pool != self._default)
+        return RoutePlan(pool, reason, primary, tuple(b.id for b in rest), self._max_attempts)

@@ -1,0 +1,1 @@
+"""Fakes at real seams: a scripted OpenAI-compatible upstream served on loopback."""

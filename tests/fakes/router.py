@@ -1,0 +1,60 @@
+"""Build a real router (Runtime + app) over scripted upstreams, reached through
+``httpx.ASGITransport`` — the app's real request path without a socket on the client side."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import httpx
+
+from llmroute.api.app import create_app
+from llmroute.config import Config
+from llmroute.runtime import Runtime, make_backends, wire
+
+
+def make_config(backends: list[dict[str, Any]], **extra: Any) -> Config:
+    """A Config with one pool per distinct ``pool`` and the first pool as default."""
+    pools = {b["pool"]: {} for b in backends}
+    data = {"pools": pools, "backends": [{"engine": "vllm", **b} for b in backends],
+            "routing": {"default_pool": backends[0]["pool"]}, **extra}
+    return Config.model_validate(data)
+
+
+@contextlib.asynccontextmanager
+async def open_router(config: Config) -> AsyncIterator[tuple[Runtime, httpx.AsyncClient]]:
+    """A Runtime over ``config``'s base URLs and an httpx client talking to its app."""
+    async with aiohttp.ClientSession() as session:
+        rt = wire(config, make_backends(config, {}), session)
+        app = create_app(config, runtime=rt)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://router") as client:
+            yield rt, client
+
+
+@contextlib.asynccontextmanager
+async def serve_app(app: Any) -> AsyncIterator[str]:
+    """Serve an ASGI app with uvicorn on a free loopback port; yields its base URL.
+
+    Needed where the client must really close a socket (disconnect tests):
+    ``httpx.ASGITransport`` buffers whole responses.
+    """
+    import asyncio
+
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
+                                           lifespan="off"))
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            await task
+        await asyncio.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task

@@ -1,0 +1,193 @@
+"""The request path end to end over scripted upstreams on loopback: headers, passthrough,
+streaming, failover before the first byte, failures after it, disconnects."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import pytest
+from fakes.router import make_config, open_router, serve_app
+
+from llmroute.api.app import create_app
+from fakes.upstream import serve_upstream
+
+CHAT = "/v1/chat/completions"
+
+
+def chat(content: str = "hi", **extra):
+    return {"model": "auto", "messages": [{"role": "user", "content": content}], **extra}
+
+
+def sse_data(text: str) -> list[str]:
+    return [line[6:] for line in text.split("\n\n") if line.startswith("data: ")]
+
+
+def two(a, b, **extra):
+    return make_config([{"id": "a", "pool": "general", "base_url": a.base_url},
+                        {"id": "b", "pool": "general", "base_url": b.base_url}], **extra)
+
+
+async def test_non_streamed_chat_passes_fields_through_and_sets_headers():
+    async with serve_upstream(["ok"]) as up:
+        cfg = make_config([{"id": "a", "pool": "general", "base_url": up.base_url,
+                            "model": "served-x"}])
+        async with open_router(cfg) as (_, client):
+            body = chat(stop=["\n"], max_completion_tokens=7, my_engine_flag={"k": 1},
+                        logprobs=True, top_logprobs=3)
+            r = await client.post(CHAT, json=body, headers={"x-request-id": "req-42"})
+    assert r.status_code == 200
+    assert r.json()["choices"][0]["message"]["content"] == "Hello from the fake engine."
+    assert r.headers["x-request-id"] == "req-42"
+    assert r.headers["x-llmroute-backend"] == "a"
+    assert r.headers["x-llmroute-pool"] == "general"
+    assert r.headers["x-llmroute-intent"]
+    sent = up.requests[0]
+    assert sent["model"] == "served-x"
+    assert sent["my_engine_flag"] == {"k": 1} and sent["stop"] == ["\n"]
+    assert sent["top_logprobs"] == 3 and sent["max_completion_tokens"] == 7
+
+
+async def test_tools_pass_through_unchanged():
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}}}}]
+    async with serve_upstream(["ok"]) as up:
+        cfg = make_config([{"id": "a", "pool": "general", "base_url": up.base_url}])
+        async with open_router(cfg) as (_, client):
+            r = await client.post(CHAT, json=chat("weather?", tools=tools, tool_choice="auto"))
+    assert up.requests[0]["tools"] == tools and up.requests[0]["tool_choice"] == "auto"
+    assert r.json()["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == \
+        "get_weather"
+    assert r.headers["x-llmroute-intent"] == "tool_call"
+
+
+async def test_streamed_chat_relays_every_chunk_then_done():
+    async with serve_upstream(["ok"]) as up:
+        cfg = make_config([{"id": "a", "pool": "general", "base_url": up.base_url}])
+        async with open_router(cfg) as (_, client):
+            r = await client.post(CHAT, json=chat(stream=True))
+    assert r.headers["content-type"].startswith("text/event-stream")
+    data = sse_data(r.text)
+    assert data[-1] == "[DONE]"
+    text = "".join(json.loads(d)["choices"][0]["delta"].get("content") or ""
+                   for d in data[:-1])
+    assert text == "Hello from the fake engine."
+
+
+async def test_stream_without_done_still_ends_cleanly():
+    async with serve_upstream(["no_done"]) as up:
+        cfg = make_config([{"id": "a", "pool": "general", "base_url": up.base_url}])
+        async with open_router(cfg) as (_, client):
+            r = await client.post(CHAT, json=chat(stream=True))
+    assert sse_data(r.text)[-1] == "[DONE]"
+
+
+@pytest.mark.parametrize("failure", [("status", 500), ("status", 503), ("status", 429, 0)],
+                         ids=["500", "503", "429"])
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+async def test_fails_over_before_first_byte(failure, stream):
+    async with serve_upstream([failure]) as bad, serve_upstream(["ok"]) as good:
+        async with open_router(two(bad, good)) as (_, client):
+            r = await client.post(CHAT, json=chat(stream=stream))
+    assert r.status_code == 200
+    assert r.headers["x-llmroute-backend"] == "b"
+    assert len(bad.requests) == 1 and len(good.requests) == 1
+
+
+async def test_connect_error_fails_over_and_opens_breaker():
+    async with serve_upstream(["ok"]) as good:
+        cfg = make_config([{"id": "dead", "pool": "general", "base_url": "http://127.0.0.1:9"},
+                           {"id": "b", "pool": "general", "base_url": good.base_url}],
+                          breaker={"failure_threshold": 1, "cooldown_s": 60})
+        async with open_router(cfg) as (rt, client):
+            first = await client.post(CHAT, json=chat())
+            second = await client.post(CHAT, json=chat())
+            ready = await client.get("/ready")
+    assert first.headers["x-llmroute-backend"] == "b"
+    assert second.headers["x-llmroute-backend"] == "b"
+    assert len(good.requests) == 2
+    assert ready.status_code == 200 and ready.json()["usable_backends"] == ["b"]
+
+
+async def test_all_backends_failing_gives_503_with_retry_after():
+    async with serve_upstream([("status", 500)]) as a, serve_upstream([("status", 502)]) as b:
+        async with open_router(two(a, b)) as (_, client):
+            r = await client.post(CHAT, json=chat())
+    assert r.status_code == 503
+    assert r.json()["error"]["code"] == "no_backend_available"
+    assert int(r.headers["retry-after"]) >= 1
+
+
+async def test_retry_budget_is_respected():
+    async with serve_upstream([("status", 500)]) as a, serve_upstream([("status", 500)]) as b:
+        async with open_router(two(a, b, retry={"max_attempts": 1})) as (_, client):
+            r = await client.post(CHAT, json=chat())
+    assert r.status_code == 503
+    assert len(a.requests) + len(b.requests) == 1
+
+
+@pytest.mark.parametrize("step", [("cut", 2), "malformed", "inband", ("stall", 3)],
+                         ids=["cut", "malformed", "inband", "stall"])
+async def test_failure_after_first_byte_ends_with_error_event(step):
+    async with serve_upstream([step]) as up:
+        cfg = make_config([{"id": "a", "pool": "general", "base_url": up.base_url}],
+                          timeouts={"stall_s": 0.5})
+        async with open_router(cfg) as (_, client):
+            r = await client.post(CHAT, json=chat(stream=True))
+    assert r.status_code == 200
+    data = sse_data(r.text)
+    assert "[DONE]" not in data
+    last = json.loads(data[-1])
+    assert set(last["error"]) == {"message", "type", "param", "code"}
+    assert json.loads(data[0])["choices"][0]["delta"]["content"] == "Hello"
+
+
+async def test_model_selects_pool_or_served_model():
+    async with serve_upstream(["ok"]) as a, serve_upstream(["ok"]) as b:
+        cfg = make_config([{"id": "a", "pool": "general", "base_url": a.base_url,
+                            "model": "small"},
+                           {"id": "b", "pool": "long", "base_url": b.base_url,
+                            "model": "big"}])
+        async with open_router(cfg) as (_, client):
+            by_pool = await client.post(CHAT, json={**chat(), "model": "long"})
+            by_name = await client.post(CHAT, json={**chat(), "model": "small"})
+            models = await client.get("/v1/models")
+    assert by_pool.headers["x-llmroute-backend"] == "b"
+    assert by_pool.headers["x-llmroute-pool"] == "long"
+    assert by_name.headers["x-llmroute-backend"] == "a"
+    ids = [m["id"] for m in models.json()["data"]]
+    assert ids == ["auto", "general", "long", "small", "big"]
+
+
+async def test_completions_endpoint():
+    async with serve_upstream(["ok"]) as up:
+        cfg = make_config([{"id": "a", "pool": "general", "base_url": up.base_url}])
+        async with open_router(cfg) as (_, client):
+            r = await client.post("/v1/completions",
+                                  json={"model": "auto", "prompt": "Once upon", "max_tokens": 5})
+    assert r.status_code == 200
+    assert up.requests[0]["prompt"] == "Once upon"
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["sse", "json"])
+async def test_client_disconnect_cancels_upstream(stream):
+    async with serve_upstream([("stall", 30)] if stream else [("hang", 30)]) as up:
+        cfg = make_config([{"id": "a", "pool": "general", "base_url": up.base_url}])
+        async with open_router(cfg) as (rt, _), serve_app(create_app(cfg, runtime=rt)) as url:
+            async with httpx.AsyncClient(base_url=url) as client:
+                with pytest.raises(httpx.ReadTimeout):
+                    await client.post(CHAT, json=chat(stream=stream), timeout=0.5)
+            for _ in range(100):
+                if up.cancelled:
+                    break
+                await asyncio.sleep(0.02)
+            assert rt.stats.snapshot(0).stats["a"].in_flight == 0
+    assert up.cancelled == 1
+
+
+async def test_health_is_alive():
+    cfg = make_config([{"id": "a", "pool": "general", "base_url": "http://127.0.0.1:9"}])
+    async with open_router(cfg) as (_, client):
+        r = await client.get("/health")
+    assert r.status_code == 200 and r.json() == {"status": "ok"}
