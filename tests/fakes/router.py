@@ -33,28 +33,3 @@ async def open_router(config: Config) -> AsyncIterator[tuple[Runtime, httpx.Asyn
         async with httpx.AsyncClient(transport=transport, base_url="http://router") as client:
             yield rt, client
 
-
-@contextlib.asynccontextmanager
-async def serve_app(app: Any) -> AsyncIterator[str]:
-    """Serve an ASGI app with uvicorn on a free loopback port; yields its base URL.
-
-    Needed where the client must really close a socket (disconnect tests):
-    ``httpx.ASGITransport`` buffers whole responses.
-    """
-    import asyncio
-
-    import uvicorn
-
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
-                                           lifespan="off"))
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            await task
-        await asyncio.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await task

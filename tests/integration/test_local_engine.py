@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import signal
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -104,6 +105,54 @@ async def test_chat_completion_with_logprobs(engine: LocalEngine) -> None:
         assert len(token["top_logprobs"]) == 5
 
 
+async def test_assistant_prefill_continues_and_echoes_the_prefix(engine: LocalEngine) -> None:
+    """What handoff relies on: a trailing assistant message is continued, not answered anew;
+    the returned content starts with that prefix, but logprobs cover only new tokens."""
+    prefix = "The capital of France is"
+    status, body = await _post(f"{engine.base_url}/v1/chat/completions", {
+        "model": ALIAS, "max_tokens": 8, "temperature": 0, "logprobs": True, "top_logprobs": 1,
+        "messages": [{"role": "user", "content": "What is the capital of France?"},
+                     {"role": "assistant", "content": prefix}],
+    })
+    assert status == 200, body
+    choice = body["choices"][0]  # type: ignore[index]
+    content = choice["message"]["content"]
+    assert content.startswith(prefix) and len(content) > len(prefix)
+    generated = "".join(t["token"] for t in choice["logprobs"]["content"])
+    assert content == prefix + generated
+    assert body["usage"]["completion_tokens"] == len(choice["logprobs"]["content"])  # type: ignore[index]
+
+
+PARENT = """\
+import asyncio, sys
+from pathlib import Path
+from llmroute.local.engines import EngineSpec, LocalEngine
+async def main():
+    engine = LocalEngine(EngineSpec("orphan", ctx_size=512), *map(Path, sys.argv[1:4]))
+    await engine.start(timeout_s=120)
+    print(engine.pid, flush=True)
+    await asyncio.sleep(3600)
+asyncio.run(main())
+"""
+
+
+async def test_engine_dies_with_the_router(binary: Path, gguf: Path, tmp_path: Path) -> None:
+    router = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", PARENT, str(binary), str(gguf), str(tmp_path),
+        stdout=asyncio.subprocess.PIPE)
+    try:
+        assert router.stdout is not None
+        child = int(await asyncio.wait_for(router.stdout.readline(), 120))
+    finally:
+        router.kill()
+        await router.wait()
+    for _ in range(200):
+        if _zombie(child):
+            break
+        await asyncio.sleep(0.05)
+    assert _zombie(child), "the engine must exit when the router process dies"
+
+
 async def test_stop_makes_the_process_exit(engine: LocalEngine) -> None:
     pid = engine.pid
     await engine.stop()
@@ -129,6 +178,7 @@ async def test_fleet_of_two(binary: Path, gguf: Path, tmp_path: Path) -> None:
 
 
 def _zombie(pid: int | None) -> bool:
+    """True when the process is gone or only a zombie waiting to be reaped."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except FileNotFoundError:

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import fcntl
 import os
+import platform
 import re
 import shlex
 import shutil
@@ -52,6 +53,11 @@ _CMAKE_OPTIONS = (
     "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=ON",
     "-DGGML_NATIVE=ON",
 )
+# GCC 12's _tile_loadconfig() declares that it reads 8 bytes, not the 64-byte tile config, so
+# the config's row/column stores are optimised away and ggml's AMX kernels die with SIGILL
+# (seen on a Sapphire Rapids VM). AMX only speeds up prompt batches; keep it off on x86.
+_NO_AMX = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+_X86 = ("x86_64", "amd64", "i386", "i686")
 
 
 @dataclass(frozen=True)
@@ -114,9 +120,13 @@ def download_command(paths: BuildPaths) -> list[str]:
             "--no-binary", ":all:", f"llama-cpp-python=={paths.version}", "-d", str(paths.work)]
 
 
-def configure_command(paths: BuildPaths) -> list[str]:
-    """``cmake`` configure: static Release build of the server only, tuned for this CPU."""
-    return ["cmake", "-S", str(paths.src), "-B", str(paths.build), *_CMAKE_OPTIONS]
+def configure_command(paths: BuildPaths, machine: str | None = None) -> list[str]:
+    """``cmake`` configure: static Release build of the server only, tuned for this CPU
+    (``machine``, default ``platform.machine()``; on x86 without AMX, see ``_NO_AMX``)."""
+    argv = ["cmake", "-S", str(paths.src), "-B", str(paths.build), *_CMAKE_OPTIONS]
+    if (machine or platform.machine()).lower() in _X86:
+        argv += [f"-DCMAKE_C_FLAGS={_NO_AMX}", f"-DCMAKE_CXX_FLAGS={_NO_AMX}"]
+    return argv
 
 
 def compile_command(paths: BuildPaths, jobs: int) -> list[str]:

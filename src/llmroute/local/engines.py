@@ -270,6 +270,20 @@ def _send(proc: asyncio.subprocess.Process, sig: int) -> None:
         proc.send_signal(sig)
 
 
+async def _all_or_nothing(tasks: list[asyncio.Task[None]]) -> None:
+    """Wait for all ``tasks``; on the first failure (or our cancellation) cancel the others,
+    wait for them to unwind, and raise that failure."""
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        for task in tasks:
+            task.cancel()  # a no-op for finished tasks
+        await asyncio.gather(*tasks, return_exceptions=True)
+    for task in tasks:
+        if task in done and not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
+
+
 class EngineFleet:
     """``async with EngineFleet(specs, binary, model, log_dir) as fleet:`` runs several engines.
 
@@ -302,15 +316,11 @@ class EngineFleet:
     async def __aenter__(self) -> EngineFleet:
         self._report(0.0, f"starting {len(self._engines)} llama-server engine(s)")
         try:
-            results = await asyncio.gather(*(self._start(e) for e in self._engines.values()),
-                                           return_exceptions=True)
+            await _all_or_nothing([asyncio.create_task(self._start(e))
+                                   for e in self._engines.values()])
         except BaseException:
             await self._stop_all()
             raise
-        failures = [r for r in results if isinstance(r, BaseException)]
-        if failures:
-            await self._stop_all()
-            raise failures[0]
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

@@ -8,9 +8,10 @@ import json
 
 import httpx
 import pytest
-from fakes.router import make_config, open_router, serve_app
+from fakes.router import make_config, open_router
 
 from llmroute.api.app import create_app
+from llmroute.server import serve_in_background
 from fakes.upstream import serve_upstream
 
 CHAT = "/v1/chat/completions"
@@ -174,7 +175,7 @@ async def test_completions_endpoint():
 async def test_client_disconnect_cancels_upstream(stream):
     async with serve_upstream([("stall", 30)] if stream else [("hang", 30)]) as up:
         cfg = make_config([{"id": "a", "pool": "general", "base_url": up.base_url}])
-        async with open_router(cfg) as (rt, _), serve_app(create_app(cfg, runtime=rt)) as url:
+        async with open_router(cfg) as (rt, _), serve_in_background(create_app(cfg, runtime=rt)) as url:
             async with httpx.AsyncClient(base_url=url) as client:
                 with pytest.raises(httpx.ReadTimeout):
                     await client.post(CHAT, json=chat(stream=stream), timeout=0.5)

@@ -73,6 +73,16 @@ def test_commands(tmp_path: Path) -> None:
     assert build.compile_command(paths, 3)[-4:] == ["--target", "llama-server", "-j", "3"]
 
 
+@pytest.mark.parametrize(("machine", "no_amx"), [("x86_64", True), ("AMD64", True),
+                                                  ("aarch64", False), ("arm64", False)],
+                         ids=["x86_64", "amd64", "aarch64", "arm64"])
+def test_configure_turns_amx_off_on_x86(tmp_path: Path, machine: str, no_amx: bool) -> None:
+    argv = build.configure_command(BuildPaths(tmp_path, VERSION), machine)
+    flags = [a for a in argv if a.startswith(("-DCMAKE_C_FLAGS=", "-DCMAKE_CXX_FLAGS="))]
+    assert len(flags) == (2 if no_amx else 0)
+    assert all("-mno-amx-tile" in f for f in flags)
+
+
 def _executable(path: Path, text: str = "#!/bin/sh\nexit 0\n") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)

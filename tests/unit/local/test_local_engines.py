@@ -244,6 +244,20 @@ async def test_fleet_failure_stops_the_others(fake_binary: Path, fake_model: Pat
     assert all(e.returncode is not None for e in fleet.engines.values())
 
 
+async def test_fleet_failure_does_not_wait_for_slow_starters(fake_binary: Path, fake_model: Path,
+                                                            tmp_path: Path) -> None:
+    specs = [EngineSpec("slow", ctx_size=512, extra_args=("--fake-mode", "hang")),
+             EngineSpec("bad", ctx_size=512, extra_args=("--fake-mode", "exit"))]
+    fleet = EngineFleet(specs, fake_binary, fake_model, tmp_path / "logs", timeout_s=60)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(EngineError, match="bad exited"):
+        async with fleet:
+            pytest.fail("must not enter")
+    assert loop.time() - started < 20
+    assert all(e.returncode is not None for e in fleet.engines.values())
+
+
 async def test_fleet_cancelled_while_running_stops_all(fake_binary: Path, fake_model: Path,
                                                        tmp_path: Path) -> None:
     fleet = EngineFleet([EngineSpec("a", ctx_size=512), EngineSpec("b", ctx_size=512)],
