@@ -71,7 +71,8 @@ class LaunchConfig(_Strict):
 
 class BackendConfig(_Strict):
     """One engine endpoint. Either ``base_url`` (a running engine; the part before ``/v1``)
-    or ``launch`` (llmroute starts a local llama.cpp engine) must be given."""
+    or ``launch`` (llmroute starts a local llama.cpp engine) must be given. The bearer token
+    is ``api_key``, or read from the environment variable named by ``api_key_env``."""
 
     id: str = Field(pattern=_ID)
     pool: str

@@ -8,6 +8,7 @@ profile, breaker and stats. Leaving it stops engines and closes the client.
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import time
 from collections.abc import AsyncIterator, Callable
@@ -61,7 +62,8 @@ def _backend(b: BackendConfig, urls: dict[str, str]) -> Backend:
     url = (b.base_url or urls[b.id]).rstrip("/")
     if url.endswith("/v1"):
         url = url[:-3]
-    return Backend(b.id, b.pool, b.engine, url, b.model, b.effective_context(), b.api_key)
+    key = b.api_key or (os.environ.get(b.api_key_env) if b.api_key_env else None)
+    return Backend(b.id, b.pool, b.engine, url, b.model, b.effective_context(), key)
 
 
 def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSession,

@@ -266,8 +266,15 @@ async def _is_healthy(session: aiohttp.ClientSession, url: str) -> bool:
 
 
 def _send(proc: asyncio.subprocess.Process, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        proc.send_signal(sig)
+    """Signal a process we have not yet seen exit.
+
+    Not ``proc.send_signal()``: ``subprocess.Popen.send_signal`` first calls ``poll()``, which
+    can reap a dead child before asyncio's child watcher does, and the watcher then reports
+    returncode 255 instead of the real status.
+    """
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, sig)
 
 
 async def _all_or_nothing(tasks: list[asyncio.Task[None]]) -> None:

