@@ -14,7 +14,14 @@ import structlog
 
 from llmroute.backends.client import Chunk, UpstreamStream
 from llmroute.backends.sse import DONE
-from llmroute.errors import BackendError, NoBackendAvailable, UpstreamProtocolError, to_openai
+from llmroute.errors import (
+    BackendError,
+    LLMRouteError,
+    NoBackendAvailable,
+    UpstreamProtocolError,
+    UpstreamStatusError,
+    to_openai,
+)
 from llmroute.fuse.retry import backoff_s
 from llmroute.runtime import Runtime
 from llmroute.types import Backend, Candidate, ChatRequest, Outcome, RoutePlan
@@ -46,12 +53,27 @@ class Attempt:
                                latency_ms=(now - self.started) * 1000, ttft_ms=ttft_ms)
         self.rt.breaker.record(self.backend.id, Outcome.SUCCESS, now)
 
-    def fail(self, err: BaseException | None) -> None:
-        """The request failed (``err``) or was abandoned by the client (None)."""
+    def fail(self, err: BaseException | None, *, to_breaker: bool = True) -> None:
+        """The request failed (``err``) or was abandoned by the client (None). A retryable
+        failure counts against the breaker unless ``to_breaker`` is False (see
+        ``blame_later``)."""
         now = self.rt.clock()
         self.rt.stats.finished(self.backend.id, now, ok=err is None)
-        if isinstance(err, BackendError) and err.retryable:
-            self.rt.breaker.record(self.backend.id, Outcome.FAILURE, now)
+        if to_breaker and isinstance(err, BackendError) and err.retryable:
+            self.blame()
+
+    def blame(self) -> None:
+        """Count one failure against this backend's circuit breaker."""
+        self.rt.breaker.record(self.backend.id, Outcome.FAILURE, self.rt.clock())
+
+
+def blame_later(err: BackendError) -> bool:
+    """An HTTP 500 with a JSON error body means the engine ran and rejected *this request*
+    (llama.cpp answers 500 to a malformed ``tools`` list, for example). Such a failure counts
+    against the breaker only once another backend has shown the request was servable, so
+    one client's bad requests cannot open every breaker."""
+    return isinstance(err, UpstreamStatusError) and err.upstream_status == 500 \
+        and err.body is not None
 
 
 async def with_failover(rt: Runtime, plan: RoutePlan, candidates: list[Candidate],
@@ -62,25 +84,45 @@ async def with_failover(rt: Runtime, plan: RoutePlan, candidates: list[Candidate
     NoBackendAvailable when every attempt failed or there is no candidate.
     """
     errors: list[BackendError] = []
+    suspects: list[Attempt] = []
     for n, cand in enumerate(candidates[:plan.max_attempts]):
         if n:
             await asyncio.sleep(backoff_s(rt.config.retry, n, rt.rng, errors[-1]))
         attempt = Attempt.begin(rt, cand.backend)
         try:
-            return attempt, await call(cand.backend)
+            result = await call(cand.backend)
         except BackendError as err:
-            attempt.fail(err)
+            later = blame_later(err)
+            attempt.fail(err, to_breaker=not later)
             log.warning("attempt_failed", backend=cand.backend.id, error=err.message)
             if not err.retryable:
                 raise
             errors.append(err)
+            suspects += [attempt] if later else []
+            continue
         except BaseException:
             attempt.fail(None)
             raise
-    raise _exhausted(plan, errors)
+        _blame(suspects)
+        return attempt, result
+    raise _exhausted(plan, errors, suspects)
 
 
-def _exhausted(plan: RoutePlan, errors: list[BackendError]) -> NoBackendAvailable:
+def _blame(attempts: list[Attempt]) -> None:
+    for a in attempts:
+        a.blame()
+
+
+def _exhausted(plan: RoutePlan, errors: list[BackendError],
+               suspects: list[Attempt]) -> LLMRouteError:
+    """The error for a request no attempt served. When every attempt was an HTTP 500 with an
+    error body, the request itself is the likely cause: the engine's answer is returned
+    (502) and no breaker is blamed; otherwise the suspects are blamed and the answer is 503."""
+    if errors and len(suspects) == len(errors):
+        return UpstreamStatusError(f"every backend rejected this request: {errors[0].message}",
+                                   upstream_status=502, body=None,
+                                   backend_id=errors[0].backend_id)
+    _blame(suspects)
     detail = "; ".join(e.message for e in errors) or "no backend fits this request"
     return NoBackendAvailable(f"no backend could serve pool {plan.pool}: {detail}",
                               retry_after_s=retry_after_hint(errors))

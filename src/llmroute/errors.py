@@ -167,13 +167,21 @@ class EngineError(LLMRouteError):
 
 
 def to_openai(err: LLMRouteError) -> tuple[int, dict[str, Any]]:
-    """Map an llmroute error to ``(http_status, {"error": {message, type, param, code}})``."""
-    if isinstance(err, UpstreamStatusError) and not err.retryable and _is_openai_error(err.body):
-        return err.status, err.body
-    body = {"error": {"message": err.message, "type": err.type, "param": err.param,
-                      "code": err.code}}
-    return err.status, body
+    """Map an llmroute error to ``(http_status, {"error": {message, type, param, code}})``.
+
+    An engine's own 4xx keeps the engine's message, type and param, normalised to this
+    shape (engines differ: llama.cpp sends a numeric ``code`` and no ``param``).
+    """
+    fields = {"message": err.message, "type": err.type, "param": err.param, "code": err.code}
+    if isinstance(err, UpstreamStatusError) and not err.retryable:
+        fields.update(_engine_fields(err.body))
+    return err.status, {"error": fields}
 
 
-def _is_openai_error(body: Any) -> bool:
-    return isinstance(body, dict) and isinstance(body.get("error"), dict)
+def _engine_fields(body: Any) -> dict[str, Any]:
+    inner = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(inner, dict):
+        return {}
+    out = {k: inner[k] for k in ("message", "type", "param", "code")
+           if isinstance(inner.get(k), str)}
+    return out

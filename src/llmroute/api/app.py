@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
@@ -21,7 +20,7 @@ from starlette.routing import Route
 
 from llmroute import pipeline
 from llmroute.api.body import read_json
-from llmroute.api.errors import on_http_error, on_llmroute_error, on_unexpected
+from llmroute.api.errors import on_http_error, on_llmroute_error, on_unexpected, request_id
 from llmroute.api.responses import json_response
 from llmroute.api.wire import parse_chat, parse_completion
 from llmroute.config import Config
@@ -67,23 +66,21 @@ def _routes() -> list[Route]:
 def _endpoint(parse: Parser) -> Callable[[Request], Coroutine[Any, Any, Response]]:
     async def endpoint(request: Request) -> Response:
         rt: Runtime = request.app.state.runtime
-        request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
         body = await read_json(request, rt.config.server.max_body_bytes)
-        chat = parse(body, request_id)
-        if chat.stream:
-            routed = await pipeline.route(rt, chat)
-            return StreamingResponse(routed.stream, headers={**routed.headers, **_SSE_HEADERS},
-                                     media_type="text/event-stream")
+        chat = parse(body, request_id(request))
         routed = await _unless_disconnected(request, pipeline.route(rt, chat))
         if routed is None:
             return Response(status_code=499)
+        if routed.stream is not None:
+            return StreamingResponse(routed.stream, headers={**routed.headers, **_SSE_HEADERS},
+                                     media_type="text/event-stream")
         return json_response(routed.body, 200, routed.headers)
     return endpoint
 
 
 async def _unless_disconnected(request: Request, work: Coroutine[Any, Any, Any]) -> Any:
-    """Run ``work``; if the client disconnects first, cancel it (which closes the upstream
-    request) and return None."""
+    """Run ``work`` (routing, up to the first streamed chunk); if the client disconnects
+    first, cancel it (which closes the upstream request) and return None."""
     task = asyncio.ensure_future(work)
     watcher = asyncio.ensure_future(_disconnected(request))
     try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import structlog
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -16,11 +18,19 @@ _HTTP_TYPES = {404: ("not_found_error", "not_found"),
                405: ("invalid_request_error", "method_not_allowed")}
 
 
+def request_id(request: Request) -> str:
+    """The request's id: the client's ``x-request-id``, else one made up once per request."""
+    rid = getattr(request.state, "request_id", None)
+    if rid is None:
+        rid = request.state.request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
+    return rid
+
+
 async def on_llmroute_error(request: Request, exc: Exception) -> Response:
     """LLMRouteError → its OpenAI body; 503s carry ``Retry-After`` (whole seconds)."""
     assert isinstance(exc, LLMRouteError)
     status, body = to_openai(exc)
-    headers = {"x-request-id": request.headers.get("x-request-id", "")}
+    headers = {"x-request-id": request_id(request)}
     if isinstance(exc, NoBackendAvailable) and exc.retry_after_s is not None:
         headers["retry-after"] = str(max(1, round(exc.retry_after_s)))
     return json_response(body, status, headers)
@@ -32,7 +42,8 @@ async def on_http_error(request: Request, exc: Exception) -> Response:
     kind, code = _HTTP_TYPES.get(exc.status_code, ("invalid_request_error", "http_error"))
     message = f"{request.method} {request.url.path}: {exc.detail}"
     body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
-    return json_response(body, exc.status_code, dict(exc.headers or {}))
+    headers = {**(exc.headers or {}), "x-request-id": request_id(request)}
+    return json_response(body, exc.status_code, headers)
 
 
 async def on_unexpected(request: Request, exc: Exception) -> Response:
@@ -40,4 +51,4 @@ async def on_unexpected(request: Request, exc: Exception) -> Response:
     log.exception("unhandled_error", path=request.url.path)
     body = {"error": {"message": "internal error", "type": "server_error", "param": None,
                       "code": "internal_error"}}
-    return json_response(body, 500)
+    return json_response(body, 500, {"x-request-id": request_id(request)})

@@ -82,5 +82,6 @@ async def test_upstream_4xx_is_returned_not_retried():
             r = await client.post(CHAT, json={"model": "auto", "messages": [
                 {"role": "user", "content": "hi"}]})
     assert r.status_code == 400
-    assert r.json()["error"]["message"] == "scripted 400"
+    assert r.json()["error"] == {"message": "scripted 400", "type": "server_error",
+                                 "param": None, "code": "upstream_status_error"}
     assert len(bad.requests) == 1 and good.requests == []

@@ -112,7 +112,7 @@ async def test_connect_error_fails_over_and_opens_breaker():
 
 
 async def test_all_backends_failing_gives_503_with_retry_after():
-    async with serve_upstream([("status", 500)]) as a, serve_upstream([("status", 502)]) as b:
+    async with serve_upstream([("status", 503)]) as a, serve_upstream([("status", 502)]) as b:
         async with open_router(two(a, b)) as (_, client):
             r = await client.post(CHAT, json=chat())
     assert r.status_code == 503
@@ -121,11 +121,40 @@ async def test_all_backends_failing_gives_503_with_retry_after():
 
 
 async def test_retry_budget_is_respected():
-    async with serve_upstream([("status", 500)]) as a, serve_upstream([("status", 500)]) as b:
+    async with serve_upstream([("status", 503)]) as a, serve_upstream([("status", 503)]) as b:
         async with open_router(two(a, b, retry={"max_attempts": 1})) as (_, client):
             r = await client.post(CHAT, json=chat())
     assert r.status_code == 503
     assert len(a.requests) + len(b.requests) == 1
+
+
+async def test_a_500_every_backend_gives_is_the_requests_fault_not_the_engines():
+    async with serve_upstream([("status", 500)]) as a, serve_upstream([("status", 500)]) as b:
+        cfg = two(a, b, breaker={"failure_threshold": 1, "cooldown_s": 60})
+        async with open_router(cfg) as (rt, client):
+            r = await client.post(CHAT, json=chat())
+            ready = await client.get("/ready")
+    assert r.status_code == 502
+    assert "every backend rejected" in r.json()["error"]["message"]
+    assert len(a.requests) == 1 and len(b.requests) == 1
+    assert ready.json()["usable_backends"] == ["a", "b"]
+
+
+async def test_a_500_another_backend_serves_counts_against_the_engine():
+    async with serve_upstream([("status", 500)]) as a, serve_upstream(["ok"]) as b:
+        cfg = two(a, b, breaker={"failure_threshold": 1, "cooldown_s": 60})
+        async with open_router(cfg) as (rt, client):
+            r = await client.post(CHAT, json=chat())
+            ready = await client.get("/ready")
+    assert r.status_code == 200 and r.headers["x-llmroute-backend"] == "b"
+    assert ready.json()["usable_backends"] == ["b"]
+
+
+async def test_generated_request_id_is_on_errors_too():
+    cfg = make_config([{"id": "a", "pool": "general", "base_url": "http://127.0.0.1:9"}])
+    async with open_router(cfg) as (_, client):
+        r = await client.post(CHAT, json={**chat(), "model": "nope"})
+    assert r.status_code == 404 and len(r.headers["x-request-id"]) == 32
 
 
 @pytest.mark.parametrize("step", [("cut", 2), "malformed", "inband", ("stall", 3)],
@@ -171,9 +200,11 @@ async def test_completions_endpoint():
     assert up.requests[0]["prompt"] == "Once upon"
 
 
-@pytest.mark.parametrize("stream", [True, False], ids=["sse", "json"])
-async def test_client_disconnect_cancels_upstream(stream):
-    async with serve_upstream([("stall", 30)] if stream else [("hang", 30)]) as up:
+@pytest.mark.parametrize(("stream", "step"), [(True, ("stall", 30)), (True, ("hang", 30)),
+                                              (False, ("hang", 30))],
+                         ids=["sse-mid-stream", "sse-before-first-chunk", "json"])
+async def test_client_disconnect_cancels_upstream(stream, step):
+    async with serve_upstream([step]) as up:
         cfg = make_config([{"id": "a", "pool": "general", "base_url": up.base_url}])
         async with open_router(cfg) as (rt, _), serve_in_background(create_app(cfg, runtime=rt)) as url:
             async with httpx.AsyncClient(base_url=url) as client:
