@@ -1,0 +1,101 @@
+"""One engine's load signals at one instant, as parsed from one poll (or two merged polls).
+
+Every signal is optional: ``None`` means the engine did not expose it, exposed a value that
+cannot be trusted (NaN, ±Inf, negative, a fraction outside [0, 1], a malformed histogram), or
+the whole response could not be parsed. ``missing`` names every signal the source expected
+and does not have, so ``name in missing`` ⇔ ``getattr(signals, name) is None`` for each
+expected name. Parsers never raise into request handling; an unreadable poll is simply a
+snapshot with everything missing.
+
+Units are in the field names: ``*_ms`` milliseconds, ``*_bytes`` bytes, ``*_tps`` tokens per
+second; fractions (``kv_cache_usage``, ``gpu_util``) are 0–1; ``taken_at`` is the caller's
+clock reading in seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+SIGNALS: tuple[str, ...] = (
+    "running", "waiting", "kv_cache_usage",
+    "ttft_p50_ms", "ttft_p95_ms", "tpot_p50_ms",
+    "prompt_tokens_total", "generation_tokens_total", "gen_throughput_tps",
+    "idle_slots", "total_slots",
+    "gpu_mem_used_bytes", "gpu_mem_free_bytes", "gpu_util",
+    "loaded_models",
+)
+"""Every optional signal field of ``EngineSignals``, in declaration order."""
+
+FRACTIONS: tuple[str, ...] = ("kv_cache_usage", "gpu_util")
+"""The signals that are fractions in [0, 1]."""
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSignals:
+    """Immutable load snapshot of one engine (see the module docstring for conventions).
+
+    - ``running``: requests being decoded now; ``waiting``: requests queued.
+    - ``kv_cache_usage``: fraction 0–1 of the KV cache in use.
+    - ``ttft_p50_ms``/``ttft_p95_ms``/``tpot_p50_ms``: quantiles of time to first token and
+      time per output token, estimated from cumulative histograms (``prom.quantile``).
+    - ``prompt_tokens_total``/``generation_tokens_total``: counters since engine start.
+    - ``gen_throughput_tps``: generation throughput as the engine reports it (SGLang).
+    - ``idle_slots``/``total_slots``: llama.cpp server slots.
+    - ``gpu_mem_used_bytes``/``gpu_mem_free_bytes``/``gpu_util`` (fraction 0–1): DCGM.
+    - ``loaded_models``: Ollama ``(name, size_vram_bytes)`` pairs.
+    """
+
+    taken_at: float
+    source: str
+    running: int | None = None
+    waiting: int | None = None
+    kv_cache_usage: float | None = None
+    ttft_p50_ms: float | None = None
+    ttft_p95_ms: float | None = None
+    tpot_p50_ms: float | None = None
+    prompt_tokens_total: int | None = None
+    generation_tokens_total: int | None = None
+    gen_throughput_tps: float | None = None
+    idle_slots: int | None = None
+    total_slots: int | None = None
+    gpu_mem_used_bytes: int | None = None
+    gpu_mem_free_bytes: int | None = None
+    gpu_util: float | None = None
+    loaded_models: tuple[tuple[str, int], ...] | None = None
+    missing: tuple[str, ...] = ()
+
+
+def build(source: str, taken_at: float, expected: tuple[str, ...],
+          values: dict[str, object]) -> EngineSignals:
+    """A snapshot with ``values`` set; ``missing`` = the ``expected`` names left None."""
+    signals = EngineSignals(taken_at, source, **values)  # type: ignore[arg-type]
+    return replace(signals, missing=_absent(signals, expected))
+
+
+def unreadable(source: str, taken_at: float, expected: tuple[str, ...]) -> EngineSignals:
+    """The snapshot of a poll whose body could not be parsed: every expected name missing."""
+    return build(source, taken_at, expected, {})
+
+
+def merge(a: EngineSignals, b: EngineSignals) -> EngineSignals:
+    """Combine two polls of one engine (e.g. llama.cpp ``/metrics`` + ``/slots``, or an engine
+    + DCGM): each signal from ``a`` if present, else from ``b``. ``taken_at`` is the older of
+    the two (the merged snapshot is as stale as its stalest part); ``source`` is ``a``'s;
+    ``missing`` keeps the names either poll expected that are still None."""
+    values = {name: _first(getattr(a, name), getattr(b, name)) for name in SIGNALS}
+    expected = tuple(n for n in SIGNALS if n in a.missing or n in b.missing)
+    return build(a.source, min(a.taken_at, b.taken_at), expected, values)
+
+
+def _first(x: object, y: object) -> object:
+    return x if x is not None else y
+
+
+def _absent(signals: EngineSignals, expected: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(n for n in SIGNALS if n in expected and getattr(signals, n) is None)
+
+
+def signal_names() -> tuple[str, ...]:
+    """The optional signal fields, read from the dataclass itself (a check on ``SIGNALS``)."""
+    skip = {"taken_at", "source", "missing"}
+    return tuple(f.name for f in fields(EngineSignals) if f.name not in skip)

@@ -1,0 +1,49 @@
+"""vLLM ``GET /metrics`` (Prometheus text) → ``EngineSignals``.
+
+Names (checked against real captures of the V0 engine, ~0.5 and ~0.7, and the V1 engine,
+0.20.2rc1, in ``/work/shared/data/engine-metrics``):
+
+- ``vllm:num_requests_running`` / ``vllm:num_requests_waiting`` (gauges).
+- KV cache usage: ``vllm:kv_cache_usage_perc`` (V1) or ``vllm:gpu_cache_usage_perc`` (V0).
+  Both are fractions 0–1 despite "perc" (V1 scrape shows 0.38235294117647056 with one
+  request running on a 35-block cache, i.e. 13/34).
+- TTFT: histogram ``vllm:time_to_first_token_seconds``.
+- TPOT: histogram ``vllm:time_per_output_token_seconds`` (V0, early V1), else
+  ``vllm:inter_token_latency_seconds`` (its V1 successor; same meaning, per token gap).
+- ``vllm:prompt_tokens_total`` / ``vllm:generation_tokens_total`` (counters).
+
+Gauges and counters are summed across label sets (``engine`` for data-parallel engines,
+``model_name``); the KV fraction is averaged across them (each engine has its own cache of
+the same size); histograms are summed by ``le``. A body that does not parse gives a snapshot
+with everything missing (see ``signals``); nothing raises.
+"""
+
+from __future__ import annotations
+
+from llmroute.anchor.sources import prom
+from llmroute.anchor.sources.signals import EngineSignals, build, unreadable
+
+SOURCE = "vllm"
+EXPECTED = ("running", "waiting", "kv_cache_usage", "ttft_p50_ms", "ttft_p95_ms",
+            "tpot_p50_ms", "prompt_tokens_total", "generation_tokens_total")
+KV_NAMES = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+TTFT = ("vllm:time_to_first_token_seconds",)
+TPOT = ("vllm:time_per_output_token_seconds", "vllm:inter_token_latency_seconds")
+
+
+def parse_vllm_metrics(text: str, taken_at: float) -> EngineSignals:
+    """The signals in one vLLM ``/metrics`` body; ``taken_at`` is the caller's clock (s)."""
+    samples = prom.read_samples(text)
+    if samples is None:
+        return unreadable(SOURCE, taken_at, EXPECTED)
+    return build(SOURCE, taken_at, EXPECTED, {
+        "running": prom.as_int(prom.gauge_sum(samples, "vllm:num_requests_running")),
+        "waiting": prom.as_int(prom.gauge_sum(samples, "vllm:num_requests_waiting")),
+        "kv_cache_usage": prom.fraction(prom.first_present(samples, KV_NAMES, prom.gauge_mean)),
+        "ttft_p50_ms": prom.quantile_ms(samples, TTFT, 0.50),
+        "ttft_p95_ms": prom.quantile_ms(samples, TTFT, 0.95),
+        "tpot_p50_ms": prom.quantile_ms(samples, TPOT, 0.50),
+        "prompt_tokens_total": prom.as_int(prom.gauge_sum(samples, "vllm:prompt_tokens_total")),
+        "generation_tokens_total": prom.as_int(
+            prom.gauge_sum(samples, "vllm:generation_tokens_total")),
+    })
