@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from fakes.procs import alive as _alive
 from llmroute.errors import EngineError
 from llmroute.local import build
 from llmroute.local.build import (
@@ -175,14 +176,6 @@ async def test_run_logged_cancel_kills_the_process_group(tmp_path: Path) -> None
     grandchild = int(pid_file.read_text())
     await asyncio.sleep(0.2)
     assert not _alive(grandchild)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state != "Z"
 
 
 FAKE_CMAKE = """#!/bin/sh

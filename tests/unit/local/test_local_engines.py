@@ -18,6 +18,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from fakes.procs import alive as _alive
 from llmroute.errors import EngineError
 from llmroute.local.engines import (
     LEAN_FLAGS,
@@ -313,11 +314,3 @@ async def test_engine_dies_with_its_parent(fake_binary: Path, fake_model: Path,
             break
         await asyncio.sleep(0.05)
     assert not _alive(child), "PR_SET_PDEATHSIG must take the engine down with its parent"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state != "Z"
