@@ -1,4 +1,4 @@
-"""``llmroute`` command line: ``serve`` and ``demo``."""
+"""``llmroute`` command line: ``serve``, ``demo`` and ``emulate``."""
 
 from __future__ import annotations
 
@@ -25,14 +25,49 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--prompts", type=Path, help="JSONL: request bodies, {prompt} or {turns}")
     demo.add_argument("--max-tokens", type=int, default=128)
     demo.add_argument("--concurrency", type=int, default=3)
+    _emulate_parser(sub)
+    backends = sub.add_parser("backends", help="live table of a running router's backends")
+    backends.add_argument("--url", default="http://127.0.0.1:8000", help="the router")
+    backends.add_argument("--interval", type=float, default=1.0, help="refresh (seconds)")
+    backends.add_argument("--once", action="store_true", help="print one table and exit")
+    from llmroute.gate.cli import add_commands
+
+    add_commands(sub)
     return p
+
+
+def _emulate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from llmroute.emulator.hardware import gpu_profiles, model_sizes
+
+    emu = sub.add_parser("emulate", help="serve emulated GPU engines (OpenAI API + vLLM "
+                         "/metrics) driven by a performance model")
+    emu.add_argument("--profile", default="a100-80g", choices=sorted(gpu_profiles()))
+    emu.add_argument("--model-size", default="7b", choices=sorted(model_sizes()))
+    emu.add_argument("--gpus", type=int, default=1, help="tensor-parallel GPUs per engine")
+    emu.add_argument("--port", type=int, default=8100, help="first port (engine i: port+i)")
+    emu.add_argument("--count", type=int, default=1, help="engines to serve")
+    emu.add_argument("--host", default="127.0.0.1")
+    emu.add_argument("--time-scale", type=float, default=1.0,
+                     help="wall seconds per model second (0.1 = ten times faster)")
+    emu.add_argument("--max-waiting", type=int, help="waiting-queue limit (503 beyond it)")
+    emu.add_argument("--stream-interval", type=int, default=1, help="tokens per SSE chunk")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     args = _parser().parse_args(argv)
     try:
+        if args.command == "emulate":
+            return _emulate(args)
+        if args.command == "backends":
+            from llmroute.anchor_cli import watch
+
+            return watch(args.url, args.interval, args.once)
         config = load_config(args.config)
+        if args.command in ("classify", "gate"):
+            from llmroute.gate.cli import run
+
+            return run(config, args)
         if args.command == "serve":
             return _serve(config, args)
         return _demo(config, args)
@@ -68,6 +103,22 @@ def _demo(config: Config, args: argparse.Namespace) -> int:
     configure_logging("error")
     return asyncio.run(run_demo(config, args.prompts, max_tokens=args.max_tokens,
                                 concurrency=args.concurrency))
+
+
+def _emulate(args: argparse.Namespace) -> int:
+    from llmroute.emulator.fleet import serve_until_cancelled
+    from llmroute.emulator.spec import EngineSpec
+
+    try:
+        spec = EngineSpec(args.profile, args.model_size, args.gpus, args.time_scale,
+                          max_waiting=args.max_waiting, stream_interval=args.stream_interval)
+        spec.scheduler_config()
+    except ValueError as exc:
+        print(f"llmroute emulate: {exc}", file=sys.stderr)
+        return 2
+    ports = [args.port + i for i in range(args.count)]
+    asyncio.run(serve_until_cancelled([spec] * args.count, args.host, ports))
+    return 0
 
 
 if __name__ == "__main__":

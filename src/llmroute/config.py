@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from llmroute.errors import ConfigError
 
 EngineKind = Literal["vllm", "sglang", "llamacpp", "ollama", "openai", "emulator"]
+Capability = Literal["tools", "logprobs", "continuation"]
 _ID = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 
 
@@ -52,11 +53,62 @@ class RetryConfig(_Strict):
 
 
 class BreakerConfig(_Strict):
-    """Circuit breaker: open after ``failure_threshold`` consecutive failures, half-open
-    after ``cooldown_s`` seconds, close after one successful probe."""
+    """Circuit breaker per backend: closed → open when, over the last ``window_s`` seconds,
+    at least ``min_requests`` attempts ended and the failed fraction (0–1) reached
+    ``failure_rate``; open → half-open after ``cooldown_s`` seconds; half-open admits
+    ``half_open_probes`` concurrent probes and closes after that many successes (a failed
+    probe re-opens it)."""
 
-    failure_threshold: int = Field(3, ge=1)
+    window_s: float = Field(30.0, gt=0)
+    min_requests: int = Field(5, ge=1)
+    failure_rate: float = Field(0.5, gt=0, le=1)
     cooldown_s: float = Field(5.0, gt=0)
+    half_open_probes: int = Field(1, ge=1)
+
+
+class EntropyConfig(_Strict):
+    """The entropy trigger for one pool: hand off after ``run_tokens`` consecutive tokens
+    whose estimated entropy exceeds ``threshold_nats`` (nats; see docs/fuse.md for the
+    estimator and the calibration behind the defaults)."""
+
+    threshold_nats: float = Field(3.2, gt=0)
+    run_tokens: int = Field(3, ge=1)
+
+
+class DegradationConfig(_Strict):
+    """Degradation tiers for the pool a strategy plans, by its health (0–1, see
+    ``fuse/degrade.py``):
+    ≥ ``healthy`` → the planned pool; ≥ ``degraded`` → ``lighter_pool``; below → the
+    ``canned_answer`` when set, else 503 with ``Retry-After: retry_after_s``."""
+
+    healthy: float = Field(0.95, ge=0, le=1)
+    degraded: float = Field(0.80, ge=0, le=1)
+    lighter_pool: str | None = None
+    canned_answer: str | None = None
+    retry_after_s: float = Field(5.0, gt=0)
+
+
+class FuseConfig(_Strict):
+    """The result fuse: ``enabled`` turns the entropy trigger on (failure handoffs always
+    run); ``top_logprobs`` alternatives are requested per token (1–20); ``pools`` overrides
+    ``entropy`` per pool name; ``degradation`` maps a planned pool's name to its tiers;
+    ``events_path`` is the SQLite file for fuse events (``:memory:`` keeps them in memory);
+    ``prewarm`` keeps the next candidate's prompt cache warm (the conversation plus the text
+    so far, re-sent every ``prewarm_tokens`` streamed tokens; see ``relay.py``) so a
+    handoff's continuation prefills only the last few tokens."""
+
+    enabled: bool = True
+    prewarm: bool = False
+    prewarm_tokens: int = Field(32, ge=1)
+    top_logprobs: int = Field(5, ge=1, le=20)
+    entropy: EntropyConfig = EntropyConfig()
+    pools: dict[str, EntropyConfig] = {}
+    degradation: dict[str, DegradationConfig] = {}
+    events_path: str = ":memory:"
+
+    def for_pool(self, pool: str) -> EntropyConfig:
+        """The entropy trigger settings for ``pool``."""
+        return self.pools.get(pool, self.entropy)
 
 
 class LaunchConfig(_Strict):
@@ -67,6 +119,22 @@ class LaunchConfig(_Strict):
     slots: int = Field(1, ge=1, le=64)
     threads: int = Field(1, ge=1)
     extra_args: tuple[str, ...] = ()
+
+
+class GpuConfig(_Strict):
+    """Where a backend's GPU signals come from: ``nvml_index`` (a GPU on the router's host,
+    read through NVML) or ``dcgm_url`` (a remote DCGM exporter's ``/metrics``; ``gpu`` is
+    its ``gpu`` label, e.g. ``"0"``; all GPUs summed when omitted)."""
+
+    nvml_index: int | None = Field(None, ge=0)
+    dcgm_url: str | None = Field(None, pattern=r"^https?://")
+    gpu: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> GpuConfig:
+        if (self.nvml_index is None) == (self.dcgm_url is None):
+            raise ValueError("give exactly one of nvml_index or dcgm_url")
+        return self
 
 
 class BackendConfig(_Strict):
@@ -83,6 +151,8 @@ class BackendConfig(_Strict):
     api_key: str | None = None
     api_key_env: str | None = None
     launch: LaunchConfig | None = None
+    gpu: GpuConfig | None = None
+    capabilities: tuple[Capability, ...] | None = None
 
     @model_validator(mode="after")
     def _endpoint(self) -> BackendConfig:
@@ -102,9 +172,34 @@ class BackendConfig(_Strict):
 
 
 class PoolConfig(_Strict):
-    """A named group of interchangeable backends."""
+    """A named group of interchangeable backends; ``strengths`` are the intent labels it
+    serves well and ``max_complexity`` (0.1–5.0) the hardest request it suits (intent-fit)."""
 
     description: str = ""
+    strengths: tuple[str, ...] = ()
+    max_complexity: float | None = Field(None, gt=0)
+
+
+class AnchorConfig(_Strict):
+    """The resource anchor: a ``preset`` (default | round-robin | least-in-flight | seed-000 |
+    seed-001), optional ``scorers`` ``{type-name: weight}`` merged over the preset's weights
+    (a name sets or adds that scorer's weight; 0 removes it; see ``anchor/presets.py``),
+    an optional ``picker`` (argmax | p2c | softmax | round-robin), the softmax temperature
+    (in units of total score), the signal collector's period, per-poll timeout and the age
+    after which a signal is stale (seconds), and the KV-pressure rule of the context-fit
+    filter: above ``kv_pressure_threshold`` (fraction 0–1) the usable context shrinks
+    linearly to ``kv_pressure_min_fraction`` of the window at a full cache."""
+
+    preset: Literal["default", "round-robin", "least-in-flight", "seed-000", "seed-001"] = \
+        "default"
+    scorers: dict[str, float] = {}
+    picker: Literal["argmax", "p2c", "softmax", "round-robin"] | None = None
+    softmax_temperature: float = Field(0.1, gt=0)
+    poll_interval_s: float = Field(0.2, gt=0)
+    poll_timeout_s: float = Field(0.5, gt=0)
+    stale_after_s: float = Field(2.0, gt=0)
+    kv_pressure_threshold: float = Field(0.8, ge=0, lt=1)
+    kv_pressure_min_fraction: float = Field(0.5, gt=0, le=1)
 
 
 class RoutingConfig(_Strict):
@@ -114,6 +209,28 @@ class RoutingConfig(_Strict):
     intents: dict[str, str] = {}
 
 
+class GateConfig(_Strict):
+    """The semantic gate (docs/gate.md). ``kind``: ``semantic`` (fast n-gram head, MiniLM
+    encoder as second opinion) or ``rules`` (keywords only). ``rules``: intent → regex list,
+    applied after the model as overrides (hot-reloaded from the config file).
+    ``utterances``: intent → extra example prompts (a new intent name adds an intent).
+    ``second_opinion_below``: fast-stage confidence (0–1) under which the encoder is asked;
+    ``composite_margin``: top-two probability gap (0–1) under which the verdict is composite;
+    ``cache_size`` entries kept ``cache_ttl_s`` seconds; ``max_wait_ms``/``max_batch``: the
+    encoder's micro-batching window (ms) and batch size; ``encoder``: false skips MiniLM."""
+
+    kind: Literal["semantic", "rules"] = "semantic"
+    rules: dict[str, list[str]] = {}
+    utterances: dict[str, list[str]] = {}
+    second_opinion_below: float = Field(0.6, ge=0, le=1)
+    composite_margin: float = Field(0.15, ge=0, le=1)
+    cache_size: int = Field(4096, ge=0)
+    cache_ttl_s: float = Field(300.0, gt=0)
+    max_wait_ms: float = Field(1.0, ge=0)
+    max_batch: int = Field(32, ge=1, le=256)
+    encoder: bool = True
+
+
 class Config(_Strict):
     """The whole configuration; ``source`` is the file it came from (for messages)."""
 
@@ -121,9 +238,12 @@ class Config(_Strict):
     timeouts: TimeoutConfig = TimeoutConfig()
     retry: RetryConfig = RetryConfig()
     breaker: BreakerConfig = BreakerConfig()
+    anchor: AnchorConfig = AnchorConfig()
+    fuse: FuseConfig = FuseConfig()
     pools: dict[str, PoolConfig] = Field(min_length=1)
     backends: list[BackendConfig] = Field(min_length=1)
     routing: RoutingConfig
+    gate: GateConfig = GateConfig()
     source: str = "<memory>"
 
 
@@ -141,6 +261,10 @@ def _reference_problems(cfg: Config) -> list[tuple[tuple[Any, ...], str]]:
     for intent, pool in cfg.routing.intents.items():
         if pool not in cfg.pools:
             problems.append((("routing", "intents", intent), _unknown_pool(pool, cfg)))
+    for name, tiers in cfg.fuse.degradation.items():
+        for loc, pool in (((name,), name), ((name, "lighter_pool"), tiers.lighter_pool)):
+            if pool is not None and pool not in cfg.pools:
+                problems.append((("fuse", "degradation", *loc), _unknown_pool(pool, cfg)))
     for name in cfg.pools:
         if not any(b.pool == name for b in cfg.backends):
             problems.append((("pools", name), "pool has no backends"))

@@ -1,6 +1,7 @@
 """Dispatch: send a request to the anchor's candidates in order, failing over before the
-first byte (connect errors, timeouts, 429, 5xx) within the plan's attempt budget, and relay
-streams with accounting. The pure decisions live in ``fuse/`` (retry, breaker)."""
+first byte (connect errors, timeouts, 429, 5xx, context-length refusals) and handing off
+after it (the result fuse, ``relay.py``), all within one per-request attempt budget; the
+pool's degradation tier (``fuse/degrade.py``) applies first."""
 
 from __future__ import annotations
 
@@ -12,17 +13,22 @@ from typing import Any, TypeVar
 import orjson
 import structlog
 
-from llmroute.backends.client import Chunk, UpstreamStream
 from llmroute.backends.sse import DONE
 from llmroute.errors import (
     BackendError,
     LLMRouteError,
     NoBackendAvailable,
-    UpstreamProtocolError,
     UpstreamStatusError,
-    to_openai,
 )
-from llmroute.fuse.retry import backoff_s
+from llmroute.fuse.degrade import (
+    canned_backend,
+    canned_chunks,
+    canned_completion,
+    pool_health,
+    tiered,
+)
+from llmroute.fuse.retry import backoff_s, is_context_overflow
+from llmroute.relay import Relay
 from llmroute.runtime import Runtime
 from llmroute.types import Backend, Candidate, ChatRequest, Outcome, RoutePlan
 
@@ -37,34 +43,72 @@ class Attempt:
     rt: Runtime
     backend: Backend
     started: float
+    output_tokens: int = 0
 
     @classmethod
     def begin(cls, rt: Runtime, backend: Backend) -> Attempt:
-        """Count a request as in flight on ``backend``."""
+        """Count a request as in flight on ``backend`` (a half-open breaker's probe)."""
         now = rt.clock()
         rt.stats.started(backend.id, now)
+        rt.breaker.begin(backend.id, now)
         return cls(rt, backend, now)
 
-    def succeed(self, ttft_s: float | None = None) -> None:
-        """The request completed; records end-to-end latency (and TTFT for streams)."""
+    def succeed(self, ttft_s: float | None = None, output_tokens: int | None = None) -> None:
+        """The request completed; records end-to-end latency (and TTFT for streams) and the
+        output tokens (``output_tokens``, else the streamed chunks counted in the field)."""
         now = self.rt.clock()
         ttft_ms = None if ttft_s is None else ttft_s * 1000
         self.rt.stats.finished(self.backend.id, now, ok=True,
-                               latency_ms=(now - self.started) * 1000, ttft_ms=ttft_ms)
+                               latency_ms=(now - self.started) * 1000, ttft_ms=ttft_ms,
+                               output_tokens=output_tokens or self.output_tokens or None)
         self.rt.breaker.record(self.backend.id, Outcome.SUCCESS, now)
 
     def fail(self, err: BaseException | None, *, to_breaker: bool = True) -> None:
-        """The request failed (``err``) or was abandoned by the client (None). A retryable
-        failure counts against the breaker unless ``to_breaker`` is False (see
-        ``blame_later``)."""
+        """The request failed (``err``) or was abandoned (None: client gone, or handed off
+        by the entropy trigger). A retryable failure counts against the breaker unless
+        ``to_breaker`` is False (see ``blame_later``)."""
         now = self.rt.clock()
         self.rt.stats.finished(self.backend.id, now, ok=err is None)
         if to_breaker and isinstance(err, BackendError) and err.retryable:
             self.blame()
+        else:
+            self.rt.breaker.release(self.backend.id)
 
     def blame(self) -> None:
         """Count one failure against this backend's circuit breaker."""
         self.rt.breaker.record(self.backend.id, Outcome.FAILURE, self.rt.clock())
+
+
+class Budget:
+    """The request's one attempt budget: at most ``max_attempts`` attempts (``RoutePlan``)
+    shared by pre-first-byte retries and mid-stream handoffs, over ``candidates`` in order,
+    each backend at most once."""
+
+    def __init__(self, candidates: list[Candidate], max_attempts: int):
+        self._queue = list(candidates)
+        self.left = max_attempts
+
+    def take(self) -> Candidate | None:
+        """The next candidate, spending one attempt; None when the budget is spent."""
+        if self.left <= 0 or not self._queue:
+            return None
+        self.left -= 1
+        return self._queue.pop(0)
+
+    def peek(self) -> Candidate | None:
+        """The next candidate, without spending an attempt; None when exhausted."""
+        return None if self.exhausted else self._queue[0]
+
+    @property
+    def exhausted(self) -> bool:
+        """True when no further attempt is possible."""
+        return self.left <= 0 or not self._queue
+
+    def keep_larger_context(self, context_length: int) -> bool:
+        """Drop candidates whose context (tokens) is not above ``context_length``; True when
+        some candidate is left."""
+        self._queue = [c for c in self._queue if c.backend.context_length > context_length]
+        return bool(self._queue)
 
 
 def blame_later(err: BackendError) -> bool:
@@ -76,18 +120,20 @@ def blame_later(err: BackendError) -> bool:
         and err.body is not None
 
 
-async def with_failover(rt: Runtime, plan: RoutePlan, candidates: list[Candidate],
+async def with_failover(rt: Runtime, plan: RoutePlan, budget: Budget,
                         call: Callable[[Backend], Awaitable[T]]) -> tuple[Attempt, T]:
-    """``call`` candidates in order until one succeeds; at most ``plan.max_attempts``.
+    """``call`` the budget's candidates in order until one succeeds, with jittered back-off
+    between failures. A context-length refusal moves on to larger-context candidates only;
+    a 429's ``Retry-After`` holds that backend's breaker open.
 
     Raises the first non-retryable BackendError as is (a 4xx from the engine), or
     NoBackendAvailable when every attempt failed or there is no candidate.
     """
     errors: list[BackendError] = []
     suspects: list[Attempt] = []
-    for n, cand in enumerate(candidates[:plan.max_attempts]):
-        if n:
-            await asyncio.sleep(backoff_s(rt.config.retry, n, rt.rng, errors[-1]))
+    while (cand := budget.take()) is not None:
+        if errors:
+            await asyncio.sleep(backoff_s(rt.config.retry, len(errors), rt.rng, errors[-1]))
         attempt = Attempt.begin(rt, cand.backend)
         try:
             result = await call(cand.backend)
@@ -95,7 +141,8 @@ async def with_failover(rt: Runtime, plan: RoutePlan, candidates: list[Candidate
             later = blame_later(err)
             attempt.fail(err, to_breaker=not later)
             log.warning("attempt_failed", backend=cand.backend.id, error=err.message)
-            if not err.retryable:
+            _note_retry_after(rt, err)
+            if not err.retryable and not _wider_context(budget, cand, err):
                 raise
             errors.append(err)
             suspects += [attempt] if later else []
@@ -106,6 +153,16 @@ async def with_failover(rt: Runtime, plan: RoutePlan, candidates: list[Candidate
         _blame(suspects)
         return attempt, result
     raise _exhausted(plan, errors, suspects)
+
+
+def _wider_context(budget: Budget, cand: Candidate, err: BackendError) -> bool:
+    return is_context_overflow(err) and budget.keep_larger_context(cand.backend.context_length)
+
+
+def _note_retry_after(rt: Runtime, err: BackendError) -> None:
+    if isinstance(err, UpstreamStatusError) and err.upstream_status == 429 \
+            and err.retry_after_s:
+        rt.breaker.hold(err.backend_id, err.retry_after_s, rt.clock())
 
 
 def _blame(attempts: list[Attempt]) -> None:
@@ -141,71 +198,49 @@ async def complete(rt: Runtime, request: ChatRequest, plan: RoutePlan,
         return await rt.client.complete(backend, request.endpoint, request.body,
                                         request.request_id)
 
-    attempt, answer = await with_failover(rt, plan, candidates, call)
-    attempt.succeed()
+    ordered = degrade(rt, plan, candidates)
+    if ordered is None:
+        return canned_backend(plan.pool), canned_completion(
+            request, rt.config.fuse.degradation[plan.pool], int(rt.wall_clock()))
+    attempt, answer = await with_failover(rt, plan, Budget(ordered, plan.max_attempts), call)
+    attempt.succeed(output_tokens=_completion_tokens(answer))
+    rt.affinity.record(request.text, attempt.backend.id, attempt.started)
     return attempt.backend, answer
 
 
 async def open_stream(rt: Runtime, request: ChatRequest, plan: RoutePlan,
                       candidates: list[Candidate]) -> tuple[Backend, AsyncIterator[bytes]]:
-    """Streamed request with failover until the first chunk; returns the backend and the
-    SSE byte stream for the client (which ends with ``[DONE]`` or an OpenAI error event)."""
-    async def call(backend: Backend) -> tuple[UpstreamStream, AsyncIterator[Chunk], Chunk]:
-        upstream = await rt.client.stream(backend, request.endpoint, request.body,
-                                          request.request_id)
-        chunks = aiter(upstream)
-        try:
-            return upstream, chunks, await _first(chunks, backend)
-        except BaseException:
-            upstream.close()
-            raise
-
-    attempt, (upstream, chunks, first) = await with_failover(rt, plan, candidates, call)
-    ttft_s = rt.clock() - attempt.started
-    return attempt.backend, relay(attempt, upstream, chunks, first, ttft_s)
+    """Streamed request with failover until the first chunk; returns the first backend and
+    the SSE byte stream for the client (which ends with ``[DONE]`` or an OpenAI error
+    event), handing off mid-stream as the fuse decides."""
+    ordered = degrade(rt, plan, candidates)
+    if ordered is None:
+        chunks = canned_chunks(request, rt.config.fuse.degradation[plan.pool],
+                               int(rt.wall_clock()))
+        return canned_backend(plan.pool), _replay(chunks)
+    relay = Relay(rt, request, plan, Budget(ordered, plan.max_attempts), with_failover)
+    leg = await relay.open_leg()
+    rt.affinity.record(request.text, leg.attempt.backend.id, leg.attempt.started)
+    return leg.attempt.backend, relay.stream()
 
 
-async def _first(chunks: AsyncIterator[Chunk], backend: Backend) -> Chunk:
-    try:
-        return await anext(chunks)
-    except StopAsyncIteration:
-        raise UpstreamProtocolError(f"{backend.id}: stream ended before any chunk",
-                                    backend_id=backend.id) from None
+def degrade(rt: Runtime, plan: RoutePlan, candidates: list[Candidate]
+            ) -> list[Candidate] | None:
+    """``candidates`` under the plan pool's degradation tier (``fuse/degrade.py``); None
+    for the canned answer. Raises NoBackendAvailable (503 with Retry-After) when shedding."""
+    config = rt.config.fuse.degradation.get(plan.pool)
+    ids = [b.id for b in rt.backends.values() if b.pool == plan.pool]
+    return tiered(candidates, plan.pool, pool_health(rt.breaker, ids, rt.clock()), config)
 
 
-async def relay(attempt: Attempt, upstream: UpstreamStream, chunks: AsyncIterator[Chunk],
-                first: Chunk, ttft_s: float) -> AsyncIterator[bytes]:
-    """Yield ``first`` and every later chunk as SSE; after the first byte an upstream
-    failure ends the stream with an OpenAI-shaped error event (never a fake clean stop).
-    Closing this iterator (client gone) closes the upstream request."""
-    outcome: BaseException | None = None
-    try:
-        yield _sse(first)
-        async for chunk in chunks:
-            yield _sse(chunk)
-        yield DONE
-    except BackendError as err:
-        outcome = err
-        yield error_event(err)
-    except BaseException as exc:
-        outcome = exc
-        raise
-    finally:
-        upstream.close()
-        _settle(attempt, outcome, ttft_s)
+async def _replay(chunks: list[dict[str, Any]]) -> AsyncIterator[bytes]:
+    for chunk in chunks:
+        yield b"data: " + orjson.dumps(chunk) + b"\n\n"
+    yield DONE
 
 
-def _settle(attempt: Attempt, outcome: BaseException | None, ttft_s: float) -> None:
-    if outcome is None:
-        attempt.succeed(ttft_s)
-    else:
-        attempt.fail(outcome if isinstance(outcome, BackendError) else None)
-
-
-def _sse(chunk: Chunk) -> bytes:
-    return b"data: " + chunk.data.encode() + b"\n\n"
-
-
-def error_event(err: BackendError | NoBackendAvailable) -> bytes:
-    """An in-stream OpenAI-shaped error event."""
-    return b"data: " + orjson.dumps(to_openai(err)[1]) + b"\n\n"
+def _completion_tokens(answer: dict[str, Any]) -> int | None:
+    """``usage.completion_tokens`` of a non-streamed answer, when the engine sent it."""
+    usage = answer.get("usage")
+    n = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    return n if isinstance(n, int) and n >= 0 else None

@@ -16,7 +16,8 @@
     │   └── UpstreamProtocolError      malformed SSE/JSON or an in-band error event (retryable)
     ├── NoBackendAvailable             503: every candidate failed or none is usable
     ├── ConfigError                    bad configuration; message names file:line:field
-    └── EngineError                    a local engine could not be built, started or stopped
+    ├── EngineError                    a local engine could not be built, started or stopped
+    └── SignalSourceError              a metrics endpoint (engine /metrics, DCGM) could not be read
 
 `to_openai(err)` gives ``(status, {"error": {"message", "type", "param", "code"}})``.
 """
@@ -118,8 +119,9 @@ class UpstreamStatusError(BackendError):
     """The engine answered with an HTTP error.
 
     ``upstream_status`` is the engine's status, ``body`` its parsed JSON error (or None),
-    ``retry_after_s`` its Retry-After header in seconds (or None). Retryable for 429 and 5xx;
-    other 4xx are the client's fault and are returned to it with the engine's status.
+    ``retry_after_s`` its Retry-After header in seconds (or None). Retryable for 5xx, 429 and
+    the statuses that mean a misconfigured backend (401, 403, 404, 405); other 4xx (400, 413,
+    422, …) are the client's fault and are returned to it with the engine's status.
     """
 
     code = "upstream_status_error"
@@ -130,10 +132,15 @@ class UpstreamStatusError(BackendError):
         self.upstream_status = upstream_status
         self.body = body
         self.retry_after_s = retry_after_s
-        self.retryable = upstream_status == 429 or upstream_status >= 500
+        self.retryable = upstream_status >= 500 or upstream_status in _BACKEND_FAULT
         if not self.retryable:
             self.status = upstream_status
             self.type = "invalid_request_error"
+
+
+_BACKEND_FAULT = frozenset({401, 403, 404, 405, 429})
+"""Engine statuses that are the backend's fault, not the client's: bad credentials or a
+wrong base URL / served model name in our config (401, 403, 404, 405), or overload (429)."""
 
 
 class UpstreamProtocolError(BackendError):
@@ -164,6 +171,20 @@ class EngineError(LLMRouteError):
     """A local engine could not be built, started, health-checked or stopped."""
 
     code = "engine_error"
+
+
+class GateModelError(LLMRouteError):
+    """The gate's encoder could not be exported, loaded or run. The gate catches it and
+    answers from its first stage; it never reaches request handling."""
+
+    code = "gate_model_error"
+
+
+class SignalSourceError(LLMRouteError):
+    """A metrics endpoint could not be read this poll (connect error, timeout, HTTP error).
+    Only the signal collector sees it; it never reaches request handling."""
+
+    code = "signal_source_error"
 
 
 def to_openai(err: LLMRouteError) -> tuple[int, dict[str, Any]]:

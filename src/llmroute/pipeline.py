@@ -34,10 +34,10 @@ class Decision:
     candidates: list[Candidate]
 
 
-def decide(rt: Runtime, request: ChatRequest) -> Decision:
-    """Gate, strategy and anchor for ``request``. Raises ModelNotFound or
-    ContextLengthExceeded."""
-    intent = rt.gate.classify(request)
+def decide(rt: Runtime, request: ChatRequest, intent: Intent | None = None) -> Decision:
+    """Gate (unless ``intent`` is given), strategy and anchor for ``request``. Raises
+    ModelNotFound or ContextLengthExceeded."""
+    intent = intent if intent is not None else rt.gate.classify(request)
     plan = rt.strategy.plan(request, intent)
     candidates = rank(rt, request, intent, plan)
     return Decision(intent, plan, candidates)
@@ -45,7 +45,7 @@ def decide(rt: Runtime, request: ChatRequest) -> Decision:
 
 async def route(rt: Runtime, request: ChatRequest) -> Routed:
     """Serve ``request``: decide, dispatch with failover, and describe the route in headers."""
-    d = decide(rt, request)
+    d = decide(rt, request, await rt.gate.classify_async(request))
     if request.stream:
         backend, stream = await dispatch.open_stream(rt, request, d.plan, d.candidates)
         return Routed(route_headers(request, d, backend), stream=stream)

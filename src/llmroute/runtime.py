@@ -15,25 +15,33 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import aiohttp
+import structlog
 
-from llmroute.anchor.filters.context_fit import ContextFitFilter
-from llmroute.anchor.filters.health import HealthFilter
-from llmroute.anchor.pickers.argmax import ArgmaxPicker
+from llmroute.anchor.affinity import PrefixIndex
+from llmroute.anchor.presets import build_profile
 from llmroute.anchor.profile import Profile
-from llmroute.anchor.scorers.inflight import InFlightScorer
-from llmroute.anchor.scorers.latency import LatencyScorer
+from llmroute.anchor.registry import register_builtins
 from llmroute.anchor.sources.router import RouterStats
+from llmroute.anchor.store import SignalStore
+from llmroute.anchor.wiring import anchor_deps, make_collector
 from llmroute.backends.client import BackendClient
 from llmroute.config import BackendConfig, Config
 from llmroute.fuse.breaker import CircuitBreaker
-from llmroute.gate.protocol import Classifier
-from llmroute.gate.rules import RulesClassifier
+from llmroute.gate.factory import make_gate
+from llmroute.gate.protocol import Gate
 from llmroute.local.engines import EngineFleet, EngineSpec
+from llmroute.observe.fuse_events import FuseEventStore
+from llmroute.observe.metrics import Metrics
 from llmroute.strategy.protocol import Strategy
 from llmroute.strategy.single import SingleStrategy
 from llmroute.types import Backend
 
 Progress = Callable[[float, str], None]
+
+KEEPALIVE_S = 4.0
+"""Idle upstream connections are dropped after this many seconds: below llama.cpp's
+server-side keep-alive (cpp-httplib's 5 s default), so the router never reuses a connection
+the engine is closing."""
 
 
 @dataclass
@@ -43,14 +51,19 @@ class Runtime:
     config: Config
     backends: dict[str, Backend]
     client: BackendClient
-    gate: Classifier
+    gate: Gate
     strategy: Strategy
     profile: Profile
     breaker: CircuitBreaker
     stats: RouterStats
+    metrics: Metrics
+    fuse_events: FuseEventStore
     clock: Callable[[], float] = time.monotonic
+    wall_clock: Callable[[], float] = time.time
     rng: random.Random = field(default_factory=random.Random)
     fleet: EngineFleet | None = None
+    signals: SignalStore | None = None
+    affinity: PrefixIndex = field(default_factory=PrefixIndex)
 
 
 def make_backends(config: Config, urls: dict[str, str]) -> dict[str, Backend]:
@@ -63,21 +76,28 @@ def _backend(b: BackendConfig, urls: dict[str, str]) -> Backend:
     if url.endswith("/v1"):
         url = url[:-3]
     key = b.api_key or (os.environ.get(b.api_key_env) if b.api_key_env else None)
-    return Backend(b.id, b.pool, b.engine, url, b.model, b.effective_context(), key)
+    if b.api_key_env and key is None:
+        structlog.get_logger("llmroute").warning("api_key_env_unset", backend=b.id,
+                                                 variable=b.api_key_env)
+    caps = frozenset(b.capabilities) if b.capabilities is not None else None
+    return Backend(b.id, b.pool, b.engine, url, b.model, b.effective_context(), key, caps)
 
 
 def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSession,
          fleet: EngineFleet | None = None) -> Runtime:
     """Assemble a Runtime over ``backends`` (no I/O)."""
     breaker = CircuitBreaker(config.breaker)
-    profile = Profile(filters=(ContextFitFilter(), HealthFilter(breaker)),
-                      scorers=((InFlightScorer(), 0.6), (LatencyScorer(), 0.4)),
-                      picker=ArgmaxPicker())
+    deps = anchor_deps(config, breaker)
+    profile = build_profile(config.anchor, register_builtins(), deps)
+    store = SignalStore(config.anchor.stale_after_s)
     strategy = SingleStrategy(backends, config.routing.intents, config.routing.default_pool,
                               config.retry.max_attempts)
-    return Runtime(config, backends, BackendClient(session, config.timeouts), RulesClassifier(),
-                   strategy, profile, breaker, RouterStats.for_backends(list(backends)),
-                   fleet=fleet)
+    return Runtime(config, backends, BackendClient(session, config.timeouts), make_gate(config),
+                   strategy, profile, breaker,
+                   RouterStats.for_backends(list(backends), engines=store.fresh),
+                   Metrics(breaker, backends, time.monotonic),
+                   FuseEventStore(config.fuse.events_path), fleet=fleet, signals=store,
+                   affinity=deps.affinity)
 
 
 def launch_specs(config: Config) -> list[EngineSpec]:
@@ -95,10 +115,25 @@ async def open_runtime(config: Config, progress: Progress | None = None
     """
     async with contextlib.AsyncExitStack() as stack:
         fleet, urls = await _start_fleet(stack, launch_specs(config), progress)
-        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300,
+                                         keepalive_timeout=KEEPALIVE_S)
         session = await stack.enter_async_context(
             aiohttp.ClientSession(connector=connector, auto_decompress=False))
-        yield wire(config, make_backends(config, urls), session, fleet)
+        rt = wire(config, make_backends(config, urls), session, fleet)
+        stack.callback(rt.fuse_events.close)
+        await rt.gate.start()  # fits/loads in a worker thread; the loop keeps running
+        stack.push_async_callback(rt.gate.close)
+        await _start_collector(stack, rt)
+        yield rt
+
+
+async def _start_collector(stack: contextlib.AsyncExitStack, rt: Runtime) -> None:
+    """Poll every backend's signals until the stack closes (own session: it decompresses)."""
+    session = await stack.enter_async_context(aiohttp.ClientSession())
+    collector = make_collector(rt.config, rt.backends, rt.signals or SignalStore(1.0), session,
+                               rt.clock)
+    collector.start()
+    stack.push_async_callback(collector.stop)
 
 
 async def _start_fleet(stack: contextlib.AsyncExitStack, specs: list[EngineSpec],

@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from llmroute.anchor.sources.signals import EngineSignals
 
 Endpoint = Literal["chat", "completions"]
 
@@ -18,7 +22,9 @@ class Backend:
 
     ``engine`` is the engine kind (``vllm``, ``sglang``, ``llamacpp``, ``ollama``, ``openai``,
     ``emulator``); ``base_url`` ends before ``/v1``; ``model`` is the served model name sent
-    upstream; ``context_length`` is the per-request context window in tokens.
+    upstream; ``context_length`` is the per-request context window in tokens;
+    ``capabilities`` (``tools``, ``logprobs``, ``continuation``) as configured, or None for
+    the engine kind's defaults (``anchor/capability.py``).
     """
 
     id: str
@@ -28,6 +34,7 @@ class Backend:
     model: str
     context_length: int
     api_key: str | None = None
+    capabilities: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +71,9 @@ class ChatRequest:
 class Intent:
     """The gate's verdict: ``label`` with ``confidence`` (0–1), ``runners_up`` as
     ``((label, score), …)``, ``conflict`` (0–1, how close the top two are),
-    ``complexity`` (0.1–5.0) and the ``source`` that produced it."""
+    ``complexity`` (0.1–5.0) and the ``source`` that produced it. ``entropy`` is the
+    distribution's Shannon entropy in bits; ``composite`` holds the top two labels when they
+    are close enough to call the request both (empty otherwise)."""
 
     label: str
     confidence: float
@@ -72,6 +81,13 @@ class Intent:
     conflict: float = 0.0
     complexity: float = 1.0
     source: str = "rules"
+    entropy: float = 0.0
+    composite: tuple[str, ...] = ()
+
+    @property
+    def is_composite(self) -> bool:
+        """True when the request carries two intents (``composite`` is non-empty)."""
+        return bool(self.composite)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +109,11 @@ class BackendStats:
 
     ``in_flight`` requests; ``latency_ms``/``ttft_ms`` are EWMAs (None before the first sample);
     ``error_rate`` an EWMA of failures (0–1); ``taken_at`` the clock reading in seconds.
+    Over the sliding window (``anchor/sources/router.py``): ``ttft_p95_ms``/``latency_p95_ms``
+    (p95, ms), ``ttft_baseline_ms``/``latency_baseline_ms`` (the lowest windowed p50 seen so
+    far: the backend's unloaded latency, ms), ``window_error_rate`` (failed fraction 0–1),
+    ``output_tps`` (output tokens per second of generation time) and ``window_requests``;
+    None while the window holds no sample.
     """
 
     backend_id: str
@@ -101,14 +122,24 @@ class BackendStats:
     ttft_ms: float | None = None
     error_rate: float = 0.0
     taken_at: float = 0.0
+    ttft_p95_ms: float | None = None
+    latency_p95_ms: float | None = None
+    ttft_baseline_ms: float | None = None
+    latency_baseline_ms: float | None = None
+    window_error_rate: float | None = None
+    output_tps: float | None = None
+    window_requests: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class MetricsSnapshot:
-    """Every signal known for the candidate set at one instant: ``stats`` per backend id."""
+    """Every signal known for the candidate set at one instant: ``stats`` per backend id
+    (the router's own view) and ``engines`` per backend id (the fresh engine/GPU signals,
+    ``anchor.sources.signals.EngineSignals``; a backend without fresh signals is absent)."""
 
     stats: dict[str, BackendStats] = field(default_factory=dict)
     taken_at: float = 0.0
+    engines: Mapping[str, EngineSignals] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,3 +164,24 @@ class BreakerState(enum.Enum):
     CLOSED = "closed"
     OPEN = "open"
     HALF_OPEN = "half_open"
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEvent:
+    """What the fuse sees of one upstream chunk: ``entropies`` (nats, one per new token it
+    carries; empty when the engine gives no logprobs), or a ``failure`` reason (``cut``,
+    ``malformed``, ``inband``, ``stall``, ``timeout``, ``status``) when the upstream broke."""
+
+    entropies: tuple[float, ...] = ()
+    failure: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FuseVerdict:
+    """The fuse's answer to one event: ``handoff`` True means stop this backend and let the
+    next candidate continue; ``reason`` says why (``entropy`` or a failure reason) and
+    ``window`` holds the recent per-token entropies in nats (the evidence)."""
+
+    handoff: bool = False
+    reason: str | None = None
+    window: tuple[float, ...] = ()

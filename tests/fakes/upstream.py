@@ -5,7 +5,17 @@ Each request takes the next step of ``script`` (the last step repeats). Steps:
 retry_after)``, ``("cut", n)`` (stream n chunks then drop the connection), ``("stall", s)``
 (stream one chunk, then wait s seconds), ``malformed`` (a non-JSON chunk after one good one),
 ``inband`` (an in-band error event after one good one), ``no_done`` (stream without [DONE]),
-``("hang", s)`` (wait s seconds before answering at all).
+``("hang", s)`` (wait s seconds before answering at all), ``("entropic", n)`` (stream the
+reply with peaked logprobs for the first n words and flat, high-entropy ones after),
+``tool_cut`` (one tool-call fragment, then the connection drops), ``cut_after_finish``
+(the whole answer, then the connection drops before ``[DONE]``),
+``("context", engine)`` (a 400 context-length refusal as ``llamacpp`` or ``vllm`` words it).
+
+With ``stream_options.include_usage`` a usage chunk (no choices) follows the finish chunk.
+When a request asks for ``logprobs``, every streamed word carries ``top_logprobs``
+(peaked: entropy ≈ 0.072 nats; flat: 5 × p = 0.02, entropy = ln 50 ≈ 3.9 nats). With
+``echo=True`` the upstream behaves like llama.cpp at a trailing assistant message: its first
+content delta repeats that message's text before the first new word.
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -30,6 +41,7 @@ class Upstream:
 
     script: list[Any]
     reply: str = "Hello from the fake engine."
+    echo: bool = False
     requests: list[dict[str, Any]] = field(default_factory=list)
     cancelled: int = 0
     base_url: str = ""
@@ -55,10 +67,27 @@ def _completion(up: Upstream, body: dict[str, Any]) -> dict[str, Any]:
             "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10}}
 
 
-def _chunk(text: str | None, finish: str | None = None) -> bytes:
+PEAKED = [math.log(0.99)] + [math.log(0.002)] * 4
+FLAT = [math.log(0.02)] * 5
+CONTEXT_ERRORS = {
+    "llamacpp": {"error": {"code": 400, "type": "exceed_context_size_error", "n_ctx": 2048,
+                           "message": "the request exceeds the available context size"}},
+    "vllm": {"object": "error", "type": "BadRequestError", "code": 400, "message": (
+        "This model's maximum context length is 2048 tokens. However, you requested 4000 "
+        "tokens.")},
+}
+
+
+def _chunk(text: str | None, finish: str | None = None, lps: list[float] | None = None,
+           cid: str = "chatcmpl-fake") -> bytes:
     delta = {} if text is None else {"content": text}
-    obj = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1,
-           "model": "fake", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": finish}
+    if lps is not None:
+        tops = [{"token": f"t{i}", "logprob": lp} for i, lp in enumerate(lps)]
+        choice["logprobs"] = {"content": [{"token": text, "logprob": lps[0],
+                                           "top_logprobs": tops}]}
+    obj = {"id": cid, "object": "chat.completion.chunk", "created": 1,
+           "model": "fake", "choices": [choice]}
     return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
 
@@ -68,6 +97,8 @@ async def _handle(request: web.Request) -> web.StreamResponse:
     up.requests.append(body)
     step = up.next_step()
     kind = step[0] if isinstance(step, tuple) else step
+    if kind == "context":
+        return web.json_response(CONTEXT_ERRORS[step[1]], status=400)
     if kind == "status":
         headers = {"Retry-After": str(step[2])} if len(step) > 2 and step[2] else {}
         err = {"error": {"message": f"scripted {step[1]}", "type": "server_error",
@@ -81,31 +112,53 @@ async def _handle(request: web.Request) -> web.StreamResponse:
             raise
     if not body.get("stream"):
         return web.json_response(_completion(up, body))
-    return await _stream(request, up, step)
+    return await _stream(request, up, step, body)
 
 
-async def _stream(request: web.Request, up: Upstream, step: Any) -> web.StreamResponse:
+async def _stream(request: web.Request, up: Upstream, step: Any,
+                  body: dict[str, Any]) -> web.StreamResponse:
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await resp.prepare(request)
     kind = step[0] if isinstance(step, tuple) else step
     try:
-        await _play(resp, up, kind, step)
+        await _play(resp, up, kind, step, body)
     except (ConnectionResetError, asyncio.CancelledError):
         up.cancelled += 1
         raise
     return resp
 
 
-async def _play(resp: web.StreamResponse, up: Upstream, kind: str, step: Any) -> None:
+def _echoed(up: Upstream, body: dict[str, Any]) -> str:
+    messages = body.get("messages") or []
+    last = messages[-1] if messages else {}
+    return last.get("content") or "" if up.echo and last.get("role") == "assistant" else ""
+
+
+async def _play(resp: web.StreamResponse, up: Upstream, kind: str, step: Any,
+                body: dict[str, Any]) -> None:
     words = up.words()
+    words[0] = _echoed(up, body) + words[0]
+    calm = len(words) if kind != "entropic" else step[1]
+    lps = [PEAKED if i < calm else FLAT for i in range(len(words))]
+    if not body.get("logprobs"):
+        lps = [None] * len(words)
+    cid = f"chatcmpl-{len(up.requests)}"
+    if kind == "tool_cut":
+        call = {"index": 0, "id": "call_1", "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"ci'}}
+        obj = {"id": cid, "object": "chat.completion.chunk", "created": 1, "model": "fake",
+               "choices": [{"index": 0, "delta": {"tool_calls": [call]},
+                            "finish_reason": None}]}
+        await resp.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
+        kind, step = "cut", ("cut", 0)
     if kind == "cut":
-        for w in words[: step[1]]:
-            await resp.write(_chunk(w))
+        for w, lp in zip(words[: step[1]], lps, strict=False):
+            await resp.write(_chunk(w, lps=lp, cid=cid))
         resp.force_close()
         if resp.task is not None and resp._req is not None:
             resp._req.transport.close()
         return
-    await resp.write(_chunk(words[0]))
+    await resp.write(_chunk(words[0], lps=lps[0], cid=cid))
     if kind == "stall":
         await asyncio.sleep(step[1])
     if kind == "malformed":
@@ -114,19 +167,29 @@ async def _play(resp: web.StreamResponse, up: Upstream, kind: str, step: Any) ->
     if kind == "inband":
         await resp.write(b'data: {"error": {"message": "engine exploded"}}\n\n')
         return
-    for w in words[1:]:
+    for w, lp in zip(words[1:], lps[1:], strict=True):
         await asyncio.sleep(0.005)
-        await resp.write(_chunk(w))
-    await resp.write(_chunk(None, "stop"))
+        await resp.write(_chunk(w, lps=lp, cid=cid))
+    await resp.write(_chunk(None, "stop", cid=cid))
+    if (body.get("stream_options") or {}).get("include_usage"):
+        usage = {"id": cid, "object": "chat.completion.chunk", "created": 1, "model": "fake",
+                 "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": len(words),
+                                          "total_tokens": 5 + len(words)}}
+        await resp.write(b"data: " + json.dumps(usage).encode() + b"\n\n")
+    if kind == "cut_after_finish":
+        resp.force_close()
+        if resp._req is not None:
+            resp._req.transport.close()
+        return
     if kind != "no_done":
         await resp.write(b"data: [DONE]\n\n")
 
 
 @contextlib.asynccontextmanager
-async def serve_upstream(script: list[Any], reply: str = "Hello from the fake engine."
-                         ) -> AsyncIterator[Upstream]:
+async def serve_upstream(script: list[Any], reply: str = "Hello from the fake engine.",
+                         echo: bool = False) -> AsyncIterator[Upstream]:
     """Serve a scripted upstream on 127.0.0.1 (a free port) for the duration of the block."""
-    up = Upstream(list(script), reply)
+    up = Upstream(list(script), reply, echo)
     app = web.Application()
     app[UPSTREAM] = up
     app.router.add_post("/v1/chat/completions", _handle)

@@ -11,12 +11,15 @@ from llmroute.types import Backend, ChatRequest, Intent, MetricsSnapshot
 
 @dataclass(frozen=True, slots=True)
 class AnchorContext:
-    """Everything a filter or scorer may read: the request, its intent, the signals, the time."""
+    """Everything a filter or scorer may read: the request, its intent, the signals (fresh
+    only: a stale signal is absent), the time (s), and the ``pools`` the plan allows (None:
+    any)."""
 
     request: ChatRequest
     intent: Intent
     snapshot: MetricsSnapshot
     now: float
+    pools: frozenset[str] | None = None
 
 
 class Filter(Protocol):
@@ -27,7 +30,9 @@ class Filter(Protocol):
 
 class Scorer(Protocol):
     """Scores each candidate in [0, 1], higher is better; returns ``{backend_id: score}``.
-    Scorers hold no weights: the profile multiplies by the configured weight."""
+    A candidate whose signal is missing or stale is left out of the map (the profile then
+    renormalises the weights over that backend's present signals). Scorers hold no
+    weights: the profile multiplies by the configured weight."""
 
     name: str
 

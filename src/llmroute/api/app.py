@@ -20,7 +20,11 @@ from starlette.routing import Route
 
 from llmroute import pipeline
 from llmroute.api.body import read_json
+from llmroute.api.debug_backends import debug_backends
+from llmroute.api.debug_fuse import debug_fuse
+from llmroute.api.debug_route import debug_route
 from llmroute.api.errors import on_http_error, on_llmroute_error, on_unexpected, request_id
+from llmroute.api.metrics import metrics
 from llmroute.api.responses import json_response
 from llmroute.api.wire import parse_chat, parse_completion
 from llmroute.config import Config
@@ -60,6 +64,10 @@ def _routes() -> list[Route]:
         Route("/v1/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Route("/ready", ready, methods=["GET"]),
+        Route("/debug/backends", debug_backends, methods=["GET"]),
+        Route("/debug/route", debug_route, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/debug/fuse", debug_fuse, methods=["GET"]),
     ]
 
 

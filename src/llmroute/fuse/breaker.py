@@ -1,23 +1,36 @@
-"""Per-backend circuit breaker: closed → open → half-open → closed.
+"""Per-backend circuit breaker: closed → open → half-open → closed, on a failure *rate*.
 
-Closed: requests flow; ``failure_threshold`` consecutive failures open it. Open: no
-requests for ``cooldown_s`` seconds. Half-open: requests are allowed as probes; a success
-closes the breaker, a failure re-opens it for another cool-down. Pure state over an injected
-clock (``now`` in seconds); the pipeline records outcomes.
+Closed: requests flow; every finished attempt is kept for ``window_s`` seconds, and once at
+least ``min_requests`` are in the window and the failed fraction reaches ``failure_rate``
+the breaker opens. Open: no requests for ``cooldown_s`` seconds. Half-open: at most
+``half_open_probes`` probes in flight (``begin`` counts one); that many successes close it
+with an empty window, one failure re-opens it for another cool-down. This is the sliding
+window, minimum-throughput and half-open-probe design of Resilience4j's ``CircuitBreaker``
+(count-based threshold replaced by a time window). ``hold`` keeps a backend open for an
+upstream ``Retry-After`` (RFC 9110 §10.2.3). Pure state over an injected clock
+(``now`` in seconds); dispatch records outcomes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
+
+import structlog
 
 from llmroute.config import BreakerConfig
 from llmroute.types import BreakerState, Outcome
 
+log = structlog.get_logger("llmroute.breaker")
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(slots=True)
 class _Entry:
-    failures: int = 0
+    window: deque[tuple[float, bool]] = field(default_factory=deque)  # (time, failed)
     opened_at: float | None = None
+    probes: int = 0
+    probe_successes: int = 0
+    held_until: float = float("-inf")
 
 
 class CircuitBreaker:
@@ -29,24 +42,83 @@ class CircuitBreaker:
 
     def state(self, backend_id: str, now: float) -> BreakerState:
         """The breaker's state for ``backend_id`` at ``now``."""
-        entry = self._entries.get(backend_id, _Entry())
-        if entry.opened_at is None:
+        entry = self._entries.get(backend_id)
+        if entry is not None and now < entry.held_until:
+            return BreakerState.OPEN
+        if entry is None or entry.opened_at is None:
             return BreakerState.CLOSED
         if now - entry.opened_at >= self._config.cooldown_s:
             return BreakerState.HALF_OPEN
         return BreakerState.OPEN
 
     def allow(self, backend_id: str, now: float) -> bool:
-        """True when a request may be sent (closed, or half-open as a probe)."""
-        return self.state(backend_id, now) is not BreakerState.OPEN
+        """True when a request may be sent: closed, or half-open with a probe slot free."""
+        state = self.state(backend_id, now)
+        if state is BreakerState.HALF_OPEN:
+            return self._entry(backend_id).probes < self._config.half_open_probes
+        return state is BreakerState.CLOSED
+
+    def begin(self, backend_id: str, now: float) -> None:
+        """A request is being sent to ``backend_id``; in half-open it takes a probe slot."""
+        if self.state(backend_id, now) is BreakerState.HALF_OPEN:
+            self._entry(backend_id).probes += 1
+
+    def release(self, backend_id: str) -> None:
+        """A request ended without a verdict on the engine (client gone, handed off by the
+        entropy trigger, the client's own 4xx): free its probe slot, count nothing."""
+        entry = self._entries.get(backend_id)
+        if entry is not None:
+            entry.probes = max(entry.probes - 1, 0)
 
     def record(self, backend_id: str, outcome: Outcome, now: float) -> None:
-        """Count one attempt's outcome; may open or close the breaker."""
-        if outcome is Outcome.SUCCESS:
-            self._entries[backend_id] = _Entry()
+        """Count one attempt's outcome; may open, re-open or close the breaker."""
+        entry = self._entry(backend_id)
+        state = self.state(backend_id, now)
+        failed = outcome is Outcome.FAILURE
+        if state is BreakerState.HALF_OPEN:
+            self._probe_result(backend_id, entry, failed, now)
+        elif state is BreakerState.CLOSED:
+            entry.window.append((now, failed))
+            self._trim(entry, now)
+            if self._tripped(entry):
+                self._open(backend_id, entry, now)
+
+    def hold(self, backend_id: str, seconds: float, now: float) -> None:
+        """Keep ``backend_id`` open for ``seconds`` (an upstream ``Retry-After``), whatever
+        its failure rate; afterwards it returns to the state it had."""
+        entry = self._entry(backend_id)
+        entry.held_until = max(entry.held_until, now + seconds)
+
+    def failure_rate(self, backend_id: str, now: float) -> float:
+        """Failed fraction (0–1) of the attempts in the window; 0 with none."""
+        entry = self._entry(backend_id)
+        self._trim(entry, now)
+        n = len(entry.window)
+        return sum(f for _, f in entry.window) / n if n else 0.0
+
+    def _entry(self, backend_id: str) -> _Entry:
+        return self._entries.setdefault(backend_id, _Entry())
+
+    def _trim(self, entry: _Entry, now: float) -> None:
+        while entry.window and entry.window[0][0] <= now - self._config.window_s:
+            entry.window.popleft()
+
+    def _tripped(self, entry: _Entry) -> bool:
+        n = len(entry.window)
+        failures = sum(f for _, f in entry.window)
+        return n >= self._config.min_requests and failures >= self._config.failure_rate * n
+
+    def _probe_result(self, backend_id: str, entry: _Entry, failed: bool, now: float) -> None:
+        entry.probes = max(entry.probes - 1, 0)
+        if failed:
+            self._open(backend_id, entry, now)
             return
-        entry = self._entries.get(backend_id, _Entry())
-        failures = entry.failures + 1
-        half_open = self.state(backend_id, now) is BreakerState.HALF_OPEN
-        opens = half_open or failures >= self._config.failure_threshold
-        self._entries[backend_id] = _Entry(failures, now if opens else entry.opened_at)
+        entry.probe_successes += 1
+        if entry.probe_successes >= self._config.half_open_probes:
+            self._entries[backend_id] = _Entry(held_until=entry.held_until)
+            log.info("breaker_closed", backend=backend_id)
+
+    def _open(self, backend_id: str, entry: _Entry, now: float) -> None:
+        entry.opened_at, entry.probes, entry.probe_successes = now, 0, 0
+        entry.window.clear()
+        log.warning("breaker_opened", backend=backend_id, cooldown_s=self._config.cooldown_s)

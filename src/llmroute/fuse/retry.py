@@ -10,7 +10,13 @@ from __future__ import annotations
 import random
 
 from llmroute.config import RetryConfig
-from llmroute.errors import BackendError, UpstreamStatusError
+from llmroute.errors import (
+    BackendError,
+    UpstreamConnectError,
+    UpstreamProtocolError,
+    UpstreamStatusError,
+    UpstreamTimeout,
+)
 
 
 def is_retryable(err: BackendError) -> bool:
@@ -26,3 +32,27 @@ def backoff_s(config: RetryConfig, attempt: int, rng: random.Random,
     if same_backend and isinstance(err, UpstreamStatusError) and err.retry_after_s:
         delay = max(delay, err.retry_after_s)
     return delay
+
+
+def is_context_overflow(err: BackendError) -> bool:
+    """True when an engine refused the request for its context window: llama.cpp answers 400
+    with ``error.type == "exceed_context_size_error"``, vLLM 400 with "maximum context
+    length" in the message. Such a request may still fit a backend with a larger context."""
+    if not isinstance(err, UpstreamStatusError) or err.upstream_status != 400:
+        return False
+    inner = err.body.get("error") if isinstance(err.body, dict) else None
+    kind = inner.get("type") if isinstance(inner, dict) else None
+    return kind == "exceed_context_size_error" or "maximum context length" in err.message
+
+
+def failure_reason(err: BackendError) -> str:
+    """The fuse's name for a mid-stream failure: ``stall`` or ``timeout`` (UpstreamTimeout by
+    phase), ``cut`` (connection lost), ``inband`` (an error event in the stream),
+    ``malformed`` (an unparsable chunk), else ``status``."""
+    if isinstance(err, UpstreamTimeout):
+        return "stall" if err.phase == "stall" else "timeout"
+    if isinstance(err, UpstreamConnectError):
+        return "cut"
+    if isinstance(err, UpstreamProtocolError):
+        return "inband" if "error in stream" in err.message else "malformed"
+    return "status"

@@ -21,3 +21,21 @@ class Classifier(Protocol):
     def classify(self, request: ChatRequest) -> Intent:
         """Return the intent of ``request`` (see the class docstring for the bounds)."""
         ...
+
+
+class Gate(Classifier, Protocol):
+    """A ``Classifier`` the router can run: ``start`` loads models without blocking the
+    event loop, ``classify_async`` is the request path's entry point (model work off the
+    loop; never raises), ``close`` releases threads and watchers."""
+
+    async def start(self) -> None:
+        """Load and fit what ``classify`` needs."""
+        ...
+
+    async def classify_async(self, request: ChatRequest) -> Intent:
+        """``classify`` for the event loop."""
+        ...
+
+    async def close(self) -> None:
+        """Release resources."""
+        ...

@@ -368,6 +368,16 @@ class RulesClassifier:
         level = complexity(request.prompt_tokens, constraints, scores, request.turns)
         return verdict(softmax(scores), level)
 
+    async def classify_async(self, request: ChatRequest) -> Intent:
+        """``classify`` (pure regex work bounded by the inspected window; no thread needed)."""
+        return self.classify(request)
+
+    async def start(self) -> None:
+        """Nothing to load."""
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
     def scores(self, request: ChatRequest, text: str | None = None) -> dict[str, float]:
         """Raw evidence per intent (every label in ``INTENTS``), prior included, before the
         softmax. ``text`` is ``inspected_text(request.text)``, computed when not given."""

@@ -84,8 +84,9 @@ async def test_stream_without_done_still_ends_cleanly():
     assert sse_data(r.text)[-1] == "[DONE]"
 
 
-@pytest.mark.parametrize("failure", [("status", 500), ("status", 503), ("status", 429, 0)],
-                         ids=["500", "503", "429"])
+@pytest.mark.parametrize("failure", [("status", 500), ("status", 503), ("status", 429, 0),
+                                     ("status", 404), ("status", 401)],
+                         ids=["500", "503", "429", "404-misconfigured", "401-bad-key"])
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
 async def test_fails_over_before_first_byte(failure, stream):
     async with serve_upstream([failure]) as bad, serve_upstream(["ok"]) as good:
@@ -100,7 +101,7 @@ async def test_connect_error_fails_over_and_opens_breaker():
     async with serve_upstream(["ok"]) as good:
         cfg = make_config([{"id": "dead", "pool": "general", "base_url": "http://127.0.0.1:9"},
                            {"id": "b", "pool": "general", "base_url": good.base_url}],
-                          breaker={"failure_threshold": 1, "cooldown_s": 60})
+                          breaker={"min_requests": 1, "cooldown_s": 60})
         async with open_router(cfg) as (rt, client):
             first = await client.post(CHAT, json=chat())
             second = await client.post(CHAT, json=chat())
@@ -130,7 +131,7 @@ async def test_retry_budget_is_respected():
 
 async def test_a_500_every_backend_gives_is_the_requests_fault_not_the_engines():
     async with serve_upstream([("status", 500)]) as a, serve_upstream([("status", 500)]) as b:
-        cfg = two(a, b, breaker={"failure_threshold": 1, "cooldown_s": 60})
+        cfg = two(a, b, breaker={"min_requests": 1, "cooldown_s": 60})
         async with open_router(cfg) as (rt, client):
             r = await client.post(CHAT, json=chat())
             ready = await client.get("/ready")
@@ -142,7 +143,7 @@ async def test_a_500_every_backend_gives_is_the_requests_fault_not_the_engines()
 
 async def test_a_500_another_backend_serves_counts_against_the_engine():
     async with serve_upstream([("status", 500)]) as a, serve_upstream(["ok"]) as b:
-        cfg = two(a, b, breaker={"failure_threshold": 1, "cooldown_s": 60})
+        cfg = two(a, b, breaker={"min_requests": 1, "cooldown_s": 60})
         async with open_router(cfg) as (rt, client):
             r = await client.post(CHAT, json=chat())
             ready = await client.get("/ready")

@@ -1,7 +1,9 @@
-"""Circuit breaker transitions over a fake clock (seconds)."""
+"""Circuit breaker transitions over a fake clock (seconds): failure rate over a sliding
+window with a minimum number of requests, cool-down, limited half-open probes, Retry-After."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -10,44 +12,98 @@ from llmroute.fuse.breaker import CircuitBreaker
 from llmroute.types import BreakerState, Outcome
 
 F, S = Outcome.FAILURE, Outcome.SUCCESS
+CLOSED, OPEN, HALF = BreakerState.CLOSED, BreakerState.OPEN, BreakerState.HALF_OPEN
 
 
-def test_opens_after_threshold_then_half_opens_then_closes():
-    b = CircuitBreaker(BreakerConfig(failure_threshold=3, cooldown_s=10))
-    for t in (0, 1):
+def breaker(**kw) -> CircuitBreaker:
+    return CircuitBreaker(BreakerConfig(**{"window_s": 10, "min_requests": 4,
+                                           "failure_rate": 0.5, "cooldown_s": 5, **kw}))
+
+
+def test_opens_on_rate_once_min_requests_seen_then_half_opens_then_closes():
+    b = breaker()
+    for t, o in enumerate([F, F, F]):
+        b.record("x", o, t)
+    assert b.state("x", 2) is CLOSED  # 3 of 3 failed, but fewer than 4 requests
+    b.record("x", S, 3)
+    assert b.state("x", 3) is OPEN and not b.allow("x", 7.9)  # 3 / 4 ≥ 0.5
+    assert b.state("x", 8) is HALF and b.allow("x", 8)
+    b.begin("x", 8)
+    b.record("x", S, 8.5)
+    assert b.state("x", 9) is CLOSED and b.failure_rate("x", 9) == 0.0
+
+
+def test_rate_below_threshold_stays_closed():
+    b = breaker()
+    for t, o in enumerate([F, S, S, S, F, S, S]):
+        b.record("x", o, t)
+    assert b.state("x", 7) is CLOSED
+    assert b.failure_rate("x", 7) == pytest.approx(2 / 7)
+
+
+def test_failures_age_out_of_the_window():
+    b = breaker(window_s=10)
+    for t in (0, 1, 2):
         b.record("x", F, t)
-        assert b.state("x", t) is BreakerState.CLOSED
-    b.record("x", F, 2)
-    assert b.state("x", 2) is BreakerState.OPEN and not b.allow("x", 11.9)
-    assert b.state("x", 12) is BreakerState.HALF_OPEN and b.allow("x", 12)
-    b.record("x", S, 12.5)
-    assert b.state("x", 13) is BreakerState.CLOSED
+    for t in (11, 12, 13):  # the early failures are older than 10 s by now
+        b.record("x", S, t)
+    b.record("x", F, 13.5)
+    assert b.state("x", 14) is CLOSED
 
 
 def test_failed_probe_reopens_for_another_cooldown():
-    b = CircuitBreaker(BreakerConfig(failure_threshold=1, cooldown_s=5))
+    b = breaker(min_requests=1)
     b.record("x", F, 0)
-    assert b.state("x", 5) is BreakerState.HALF_OPEN
+    assert b.state("x", 5) is HALF
+    b.begin("x", 5)
     b.record("x", F, 5)
-    assert b.state("x", 9.9) is BreakerState.OPEN
-    assert b.state("x", 10) is BreakerState.HALF_OPEN
+    assert b.state("x", 9.9) is OPEN
+    assert b.state("x", 10) is HALF
 
 
-def test_success_resets_the_consecutive_count():
-    b = CircuitBreaker(BreakerConfig(failure_threshold=2, cooldown_s=5))
+def test_half_open_admits_only_the_configured_probes_and_needs_that_many_successes():
+    b = breaker(min_requests=1, half_open_probes=2)
     b.record("x", F, 0)
-    b.record("x", S, 1)
-    b.record("x", F, 2)
-    assert b.state("x", 2) is BreakerState.CLOSED
+    b.begin("x", 5)
+    assert b.allow("x", 5)
+    b.begin("x", 5)
+    assert not b.allow("x", 5)  # both probe slots taken
+    b.record("x", S, 6)
+    assert b.state("x", 6) is HALF and b.allow("x", 6)
+    b.record("x", S, 6.5)
+    assert b.state("x", 7) is CLOSED
 
 
-@given(st.lists(st.sampled_from([F, S]), max_size=40), st.integers(1, 5))
-def test_open_only_after_threshold_consecutive_failures(outcomes, threshold):
-    b = CircuitBreaker(BreakerConfig(failure_threshold=threshold, cooldown_s=1000))
-    run = 0
+def test_retry_after_holds_a_backend_open_then_it_returns():
+    b = breaker()
+    b.hold("x", 3, 10)
+    assert b.state("x", 12.9) is OPEN and not b.allow("x", 12.9)
+    assert b.state("x", 13) is CLOSED
+
+
+@given(st.lists(st.sampled_from([F, S]), max_size=40), st.integers(1, 6),
+       st.sampled_from([0.25, 0.5, 1.0]))
+def test_opens_exactly_when_the_windowed_rate_reaches_the_threshold(outcomes, min_requests,
+                                                                     rate):
+    """With a window longer than the run and no cool-down expiry, the breaker opens at the
+    first point where ≥ min_requests outcomes are in and the failed fraction ≥ rate."""
+    b = CircuitBreaker(BreakerConfig(window_s=1000, min_requests=min_requests,
+                                     failure_rate=rate, cooldown_s=1000))
+    seen: list[Outcome] = []
     for i, o in enumerate(outcomes):
-        was_open = b.state("x", i) is BreakerState.OPEN
+        seen.append(o)
         b.record("x", o, i)
-        run = 0 if o is S else run + 1
-        if not was_open:
-            assert (b.state("x", i) is BreakerState.OPEN) == (run >= threshold)
+        failed = seen.count(F)
+        should = len(seen) >= min_requests and failed >= rate * len(seen)
+        assert (b.state("x", i) is OPEN) == should
+        if should:
+            break
+
+
+def test_an_abandoned_probe_frees_its_slot_without_a_verdict():
+    b = breaker(min_requests=1)
+    b.record("x", F, 0)
+    b.begin("x", 5)
+    assert not b.allow("x", 5)
+    b.release("x")
+    assert b.allow("x", 5) and b.state("x", 5) is HALF

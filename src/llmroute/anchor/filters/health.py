@@ -17,5 +17,6 @@ class HealthFilter:
         self._breaker = breaker
 
     def filter(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[Backend]:
-        allowed = [b for b in candidates if self._breaker.allow(b.id, ctx.now)]
+        allow, now = self._breaker.allow, ctx.now
+        allowed = [b for b in candidates if allow(b.id, now)]
         return allowed or list(candidates)

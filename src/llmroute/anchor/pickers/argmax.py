@@ -9,5 +9,6 @@ class ArgmaxPicker:
     name = "argmax"
 
     def pick(self, scored: dict[str, float]) -> list[str]:
-        order = {bid: i for i, bid in enumerate(scored)}
-        return sorted(scored, key=lambda bid: (-scored[bid], order[bid]))
+        """Every key once, best first. Python's sort is stable also with ``reverse=True``
+        (equal keys keep their original order), which gives the tie-break."""
+        return sorted(scored, key=scored.__getitem__, reverse=True)

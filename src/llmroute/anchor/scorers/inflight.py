@@ -9,11 +9,13 @@ from llmroute.types import Backend
 
 
 class InFlightScorer:
-    """``1 / (1 + in_flight)``: 1.0 for an idle backend, 0.5 with one request running, …"""
+    """``1 / (1 + in_flight)``: 1.0 for an idle backend, 0.5 with one request running, …
+    Always present: the router's own counter is never stale."""
 
     name = "in-flight"
 
     def score(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> dict[str, float]:
+        """See the class docstring."""
         stats = ctx.snapshot.stats
         return {b.id: 1.0 / (1.0 + _in_flight(stats, b.id)) for b in candidates}
 

@@ -1,31 +1,40 @@
-"""latency: a backend whose recent latency is lower than its peers' scores higher."""
+"""latency: a backend whose recent p95 is close to its own unloaded baseline is better."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from llmroute.anchor.protocol import AnchorContext
-from llmroute.types import Backend
+from llmroute.types import Backend, BackendStats
+
+
+def latency_ratio(s: BackendStats) -> float | None:
+    """``baseline / p95`` capped at 1, over TTFT when the window has TTFT samples (streams),
+    else over end-to-end latency; None before the backend has both (see
+    ``anchor/sources/router.py`` for the window and the baseline)."""
+    p95, base = s.ttft_p95_ms, s.ttft_baseline_ms
+    if p95 is None or base is None:
+        p95, base = s.latency_p95_ms, s.latency_baseline_ms
+        if p95 is None or base is None:
+            return None
+    ratio = base / (p95 if p95 > 1e-3 else 1e-3)
+    return ratio if ratio < 1.0 else 1.0
 
 
 class LatencyScorer:
-    """``best / own`` over the EWMA end-to-end latency per output request (ms).
-
-    The fastest known backend scores 1.0; a backend with no sample yet also scores 1.0 so
-    it gets tried (optimism under uncertainty).
-    """
+    """``latency_ratio`` of the router's sliding-window stats: 1.0 while the backend answers
+    as fast as it does unloaded, 0.5 when its p95 is twice its baseline. Missing until the
+    backend has a baseline (five successful requests)."""
 
     name = "latency"
 
     def score(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> dict[str, float]:
-        known = {b.id: _latency(ctx, b.id) for b in candidates}
-        values = [v for v in known.values() if v is not None]
-        best = min(values) if values else None
-        return {bid: 1.0 if v is None or best is None else best / v for bid, v in known.items()}
-
-
-def _latency(ctx: AnchorContext, backend_id: str) -> float | None:
-    s = ctx.snapshot.stats.get(backend_id)
-    if s is None or s.latency_ms is None:
-        return None
-    return max(s.latency_ms, 1e-3)
+        """See the class docstring."""
+        stats = ctx.snapshot.stats
+        out = {}
+        for b in candidates:
+            s = stats.get(b.id)
+            ratio = latency_ratio(s) if s is not None else None
+            if ratio is not None:
+                out[b.id] = ratio
+        return out

@@ -1,30 +1,109 @@
-"""The router's own view of every backend: in-flight requests, EWMA latency and TTFT, and an
-EWMA error rate. Updated at the I/O edge by the pipeline; read as immutable snapshots."""
+"""The router's own view of every backend: in-flight requests, EWMA latency and TTFT, an EWMA
+error rate, and over a sliding window the p95 of TTFT and end-to-end latency, the failed
+fraction, output tokens/s and a per-backend latency baseline. Updated at the I/O edge by
+dispatch; read as immutable snapshots.
+
+Window: the requests that ended in the last ``WINDOW_S`` seconds, at most ``WINDOW_MAX``
+of them (the oldest drop first). Quantiles use the nearest-rank method (the smallest sample
+with at least q·n samples ≤ it; Hyndman & Fan 1996, definition 1), so every reported p95 is
+a latency that really happened. The baseline is the lowest windowed p50 seen so far, taken
+once the window holds ``BASELINE_MIN`` successful samples: the backend's latency when it
+was least loaded, the reference the ``latency`` scorer compares the current p95 against.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import math
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
+from llmroute.anchor.sources.signals import EngineSignals
 from llmroute.types import BackendStats, MetricsSnapshot
 
 EWMA_ALPHA = 0.2
 """Weight of the newest sample in every EWMA (≈ the last 10 samples dominate)."""
+WINDOW_S = 60.0
+"""Sliding-window length in seconds."""
+WINDOW_MAX = 256
+"""Most samples kept per backend in the window."""
+BASELINE_MIN = 5
+"""Successful samples the window needs before its p50 may set the baseline."""
+
+EngineReader = Callable[[float], Mapping[str, EngineSignals]]
+"""``now -> {backend_id: fresh EngineSignals}`` (the signal store's ``fresh``)."""
 
 
 def _ewma(old: float | None, sample: float, alpha: float = EWMA_ALPHA) -> float:
     return sample if old is None else old + alpha * (sample - old)
 
 
+def nearest_rank(values: Iterable[float], q: float) -> float | None:
+    """The nearest-rank ``q``-quantile (0 < q ≤ 1) of ``values``; None when empty."""
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    return ordered[max(math.ceil(q * len(ordered)) - 1, 0)]
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One finished request: clock time ``at`` (s), ``ok``, end-to-end ``latency_ms`` and
+    ``ttft_ms`` (None when unknown), ``output_tokens`` and the generation time ``gen_s``
+    (end-to-end minus TTFT, seconds)."""
+
+    at: float
+    ok: bool
+    latency_ms: float | None = None
+    ttft_ms: float | None = None
+    output_tokens: int | None = None
+    gen_s: float | None = None
+
+
+def window_stats(s: BackendStats, window: Iterable[Sample]) -> BackendStats:
+    """``s`` with its window-derived fields recomputed from ``window``."""
+    items = list(window)
+    good = [x for x in items if x.ok]
+    ttfts = [x.ttft_ms for x in good if x.ttft_ms is not None]
+    lats = [x.latency_ms for x in good if x.latency_ms is not None]
+    return replace(
+        s, window_requests=len(items),
+        window_error_rate=(len(items) - len(good)) / len(items) if items else None,
+        ttft_p95_ms=nearest_rank(ttfts, 0.95), latency_p95_ms=nearest_rank(lats, 0.95),
+        ttft_baseline_ms=_baseline(s.ttft_baseline_ms, ttfts),
+        latency_baseline_ms=_baseline(s.latency_baseline_ms, lats),
+        output_tps=_tps(good))
+
+
+def _baseline(old: float | None, values: list[float]) -> float | None:
+    if len(values) < BASELINE_MIN:
+        return old
+    p50 = nearest_rank(values, 0.5)
+    return p50 if old is None or p50 is None else min(old, p50)
+
+
+def _tps(good: list[Sample]) -> float | None:
+    timed = [(x.output_tokens, x.gen_s) for x in good
+             if x.output_tokens and x.gen_s is not None and x.gen_s > 0]
+    seconds = math.fsum(g for _, g in timed)
+    return sum(n for n, _ in timed) / seconds if seconds > 0 else None
+
+
 @dataclass
 class RouterStats:
-    """Mutable per-backend counters owned by one router process (single event loop)."""
+    """Mutable per-backend counters owned by one router process (single event loop).
+
+    ``engines`` (optional) reads the fresh engine signals that ``snapshot`` attaches."""
 
     _stats: dict[str, BackendStats]
+    engines: EngineReader | None = None
+    _windows: dict[str, deque[Sample]] = field(default_factory=dict)
 
     @classmethod
-    def for_backends(cls, backend_ids: list[str]) -> RouterStats:
+    def for_backends(cls, backend_ids: list[str],
+                     engines: EngineReader | None = None) -> RouterStats:
         """Empty stats for each backend id."""
-        return cls({b: BackendStats(b) for b in backend_ids})
+        return cls({b: BackendStats(b) for b in backend_ids}, engines)
 
     def started(self, backend_id: str, now: float) -> None:
         """A request was sent to ``backend_id``."""
@@ -32,9 +111,11 @@ class RouterStats:
         self._stats[backend_id] = replace(s, in_flight=s.in_flight + 1, taken_at=now)
 
     def finished(self, backend_id: str, now: float, *, ok: bool,
-                 latency_ms: float | None = None, ttft_ms: float | None = None) -> None:
+                 latency_ms: float | None = None, ttft_ms: float | None = None,
+                 output_tokens: int | None = None) -> None:
         """A request on ``backend_id`` ended; ``latency_ms`` end-to-end, ``ttft_ms`` to the
-        first token (streams only). Failures update only the error rate."""
+        first token (streams only), ``output_tokens`` generated (when known). Failures
+        update only the error rates."""
         s = self._stats[backend_id]
         s = replace(s, in_flight=max(s.in_flight - 1, 0), taken_at=now,
                     error_rate=_ewma(s.error_rate, 0.0 if ok else 1.0))
@@ -42,8 +123,27 @@ class RouterStats:
             s = replace(s, latency_ms=_ewma(s.latency_ms, latency_ms))
         if ok and ttft_ms is not None:
             s = replace(s, ttft_ms=_ewma(s.ttft_ms, ttft_ms))
-        self._stats[backend_id] = s
+        sample = _sample(now, ok, latency_ms, ttft_ms, output_tokens)
+        self._stats[backend_id] = window_stats(s, self._slide(backend_id, now, sample))
+
+    def _slide(self, backend_id: str, now: float, sample: Sample) -> deque[Sample]:
+        window = self._windows.setdefault(backend_id, deque(maxlen=WINDOW_MAX))
+        window.append(sample)
+        while window and window[0].at < now - WINDOW_S:
+            window.popleft()
+        return window
 
     def snapshot(self, now: float) -> MetricsSnapshot:
-        """An immutable copy of every backend's stats at ``now``."""
-        return MetricsSnapshot(dict(self._stats), taken_at=now)
+        """An immutable copy of every backend's stats (and fresh engine signals) at ``now``."""
+        engines = dict(self.engines(now)) if self.engines is not None else {}
+        return MetricsSnapshot(dict(self._stats), taken_at=now, engines=engines)
+
+
+def _sample(now: float, ok: bool, latency_ms: float | None, ttft_ms: float | None,
+            output_tokens: int | None) -> Sample:
+    if not ok:
+        return Sample(now, False)
+    gen_s = None
+    if latency_ms is not None:
+        gen_s = (latency_ms - (ttft_ms or 0.0)) / 1000.0
+    return Sample(now, True, latency_ms, ttft_ms, output_tokens, gen_s)

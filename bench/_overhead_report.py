@@ -1,0 +1,123 @@
+"""Tables, plot and RESULT figures for bench/overhead.py."""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+PCTS = (50, 95, 99)
+
+
+def pct(values: list[float], p: float) -> float:
+    """The ``p``-th percentile (nearest rank) of ``values`` (ms); NaN when empty."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    k = max(0, min(len(ordered) - 1, round(p / 100 * len(ordered) + 0.5) - 1))
+    return ordered[k]
+
+
+def summarise(cells: dict) -> dict:
+    """Per cell: p50/p95/p99 (ms), added vs direct (ms), req/s, CPU ms/request, µs/chunk."""
+    rows = {}
+    for (name, load, stream), c in cells.items():
+        lat = c["latencies_ms"]
+        n = len(lat)
+        rows[(name, load, stream)] = {
+            **{f"p{p}": pct(lat, p) for p in PCTS},
+            "rps": n / c["duration_s"] if c["duration_s"] else 0.0,
+            "cpu_ms_per_req": c["cpu_s"] / n * 1000 if n else float("nan"),
+            "cpu_us_per_chunk": c["cpu_s"] / c["chunks"] * 1e6 if c["chunks"] else float("nan"),
+            "errors": c["errors"], "n": n}
+    for (name, load, stream), r in rows.items():
+        base = rows[("direct", load, stream)]
+        for p in PCTS:
+            r[f"added_p{p}"] = r[f"p{p}"] - base[f"p{p}"]
+    return rows
+
+
+def table(rows: dict, servers: dict, console: Console) -> None:
+    """Print one table row per path × load × mode."""
+    t = Table(title="llmroute overhead (ms; added = path − direct at the same percentile)")
+    for col in ("path", "load", "mode", "p50", "p99", "+p50", "+p95", "+p99", "req/s",
+                "CPU ms/req", "CPU µs/chunk", "peak RSS MB", "errors"):
+        t.add_column(col, justify="right" if col not in ("path", "load", "mode") else "left")
+    for (name, load, stream), r in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][2])):
+        cpu = "-" if name == "direct" else f"{r['cpu_ms_per_req']:.2f}"
+        chunk = "-" if name == "direct" or not stream else f"{r['cpu_us_per_chunk']:.0f}"
+        t.add_row(name, f"{load[0]}:{load[1]}", "sse" if stream else "json",
+                  f"{r['p50']:.2f}", f"{r['p99']:.2f}", f"{r['added_p50']:.2f}",
+                  f"{r['added_p95']:.2f}", f"{r['added_p99']:.2f}", f"{r['rps']:.0f}", cpu,
+                  chunk, f"{servers[name].peak_rss / 2**20:.0f}", str(r["errors"]))
+    console.print(t)
+
+
+def plot(rows: dict, out: Path) -> Path:
+    """Bar chart of added p50/p99 per path at each closed-loop load (non-streamed)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = ["passthrough", "llmroute", "llmroute-gate", "litellm"]
+    loads = [("closed", 1), ("closed", 16), ("closed", 128)]
+    fig, axes = plt.subplots(1, len(loads), figsize=(13, 4))
+    for ax, load in zip(axes, loads):
+        p50 = [rows[(p, load, False)]["added_p50"] for p in paths]
+        p99 = [rows[(p, load, False)]["added_p99"] for p in paths]
+        xs = range(len(paths))
+        ax.bar([x - 0.2 for x in xs], p50, 0.4, label="added p50")
+        ax.bar([x + 0.2 for x in xs], p99, 0.4, label="added p99")
+        ax.set_xticks(list(xs), paths, rotation=20)
+        ax.set_yscale("symlog")
+        ax.set_title(f"{load[1]} client(s), non-streamed")
+        ax.set_ylabel("ms")
+    axes[0].legend()
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "overhead.png"
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def key_figures(rows: dict, gate_p50_ms: float) -> dict:
+    """The RESULT figures and their targets' inputs."""
+    one, sixteen = ("closed", 1), ("closed", 16)
+    lr, ll, pt = "llmroute", "litellm", "passthrough"
+    added = rows[(lr, one, False)]["added_p50"]
+    return {
+        "added_p50_ms": round(added, 3),
+        "added_p50_ratio_vs_litellm": round(added / rows[(ll, one, False)]["added_p50"], 4),
+        "throughput_ratio_vs_litellm": round(
+            rows[(lr, sixteen, False)]["rps"] / rows[(ll, sixteen, False)]["rps"], 2),
+        "throughput_ratio_vs_passthrough": round(
+            rows[(lr, sixteen, False)]["rps"] / rows[(pt, sixteen, False)]["rps"], 3),
+        "stream_cpu_ratio_vs_litellm": round(
+            rows[(lr, sixteen, True)]["cpu_us_per_chunk"]
+            / rows[(ll, sixteen, True)]["cpu_us_per_chunk"], 4),
+        "added_p50_ms_gate_on": round(rows[("llmroute-gate", one, False)]["added_p50"], 3),
+        "gate_p50_ms": round(gate_p50_ms, 3),
+        "machine": f"{platform.machine()}, {len(__import__('os').sched_getaffinity(0))} cores",
+    }
+
+
+def report(cells: dict, servers: dict, gate_p50_ms: float, console: Console,
+           out: Path) -> dict:
+    """Print the table and targets, save the plot; returns the RESULT dict."""
+    rows = summarise(cells)
+    table(rows, servers, console)
+    figures = key_figures(rows, gate_p50_ms)
+    console.print(f"plot: {plot(rows, out)}")
+    targets = [
+        ("added p50 at 1 client ≤ 1.0 ms", figures["added_p50_ms"] <= 1.0),
+        ("throughput ≥ 10× LiteLLM (16 clients)", figures["throughput_ratio_vs_litellm"] >= 10),
+        ("throughput ≥ 0.8× passthrough", figures["throughput_ratio_vs_passthrough"] >= 0.8),
+        ("CPU per streamed chunk ≤ 1/10 LiteLLM", figures["stream_cpu_ratio_vs_litellm"] <= 0.1),
+        ("gate on: added p50 ≤ gate p50 + 1.0 ms",
+         figures["added_p50_ms_gate_on"] <= figures["gate_p50_ms"] + 1.0),
+    ]
+    for name, ok in targets:
+        console.print(f"{'met ' if ok else 'MISS'}  {name}")
+    return figures

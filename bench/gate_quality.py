@@ -1,0 +1,177 @@
+"""Gate quality: public labelled sets mapped onto the gate's intents, per-intent F1, macro-F1.
+
+Sources (../shared/data, read-only, evaluation only — never used to write or fit the
+shipped utterances): MT-Bench categories, GSM8K (test), Code Alpaca, BFCL and Glaive tool
+calls (with their tool schemas), P3/T0 templates (label from the file name), QMSum (long
+meeting transcripts + query), MT-Bench-101 (multi-turn dialogues). The Chinese figure is on
+tests/data/gate_zh_heldout.jsonl (our own prompts, kept out of the fitted set).
+
+Baseline in the same run: ``RulesClassifier`` on the same requests (``macro_f1_rules``).
+
+    python bench/gate_quality.py [--quick] [--per-source N]
+
+Last line: ``RESULT {"macro_f1", "macro_f1_zh", "macro_f1_rules", "n", "per_intent", ...}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT.parent / "shared" / "data"
+ZH = ROOT / "tests" / "data" / "gate_zh_heldout.jsonl"
+
+from llmroute.config import GateConfig
+from llmroute.gate.compress import prompt_request
+from llmroute.gate.evaluate import report, score
+from llmroute.gate.rules import RulesClassifier
+from llmroute.gate.semantic import SemanticGate
+from llmroute.types import ChatRequest
+
+MT_BENCH = {"writing": "creative_writing", "roleplay": "chat", "reasoning": "reasoning",
+            "math": "math", "coding": "code", "extraction": "extraction", "stem": "open_qa",
+            "humanities": "open_qa"}
+MT_BENCH_101 = {"MR": "math", "GR": "reasoning"}  # every other task: multi-turn chat
+P3 = {"multi_news_summarize": "summarization", "cnn_dailymail": "summarization",
+      "xsum": "summarization", "samsum": "summarization", "ag_news": "classification",
+      "dbpedia_14": "classification", "trec": "classification", "amazon_polarity": "classification",
+      "imdb": "classification", "app_reviews": "classification", "quoref": "extraction",
+      "duorc": "extraction", "wiki_bio": "extraction", "adversarial_qa": "extraction",
+      "kilt_tasks": "open_qa", "sciq": "open_qa", "commonsense_qa": "open_qa",
+      "common_gen": "creative_writing"}
+Item = tuple[str, ChatRequest, str]
+
+
+def jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """Rows of a JSONL file."""
+    with path.open(encoding="utf-8") as f:
+        yield from (json.loads(line) for line in f if line.strip())
+
+
+def mt_bench(n: int) -> Iterator[Item]:
+    """First turns of MT-Bench questions, labelled by category."""
+    for r in list(jsonl(DATA / "mt-bench" / "question.jsonl"))[:n]:
+        yield "mt-bench", prompt_request(r["turns"][0]), MT_BENCH[r["category"]]
+
+
+def gsm8k(n: int) -> Iterator[Item]:
+    """GSM8K test questions → math."""
+    for r in list(jsonl(DATA / "gsm8k" / "test.jsonl"))[:n]:
+        yield "gsm8k", prompt_request(r["question"]), "math"
+
+
+def code_alpaca(n: int) -> Iterator[Item]:
+    """Code Alpaca instructions (with their input) → code."""
+    rows = json.loads((DATA / "codealpaca" / "code_alpaca_2k.json").read_text())[:n]
+    for r in rows:
+        text = r["instruction"] + (f"\n{r['input']}" if r.get("input") else "")
+        yield "codealpaca", prompt_request(text), "code"
+
+
+def bfcl(n: int) -> Iterator[Item]:
+    """BFCL requests with their function schemas → tool_call (``n`` per file)."""
+    for path in sorted((DATA / "bfcl").glob("BFCL_v4_*.json")):
+        rows = [r for r in jsonl(path) if r.get("function")][:n]
+        for r in rows:
+            tools = [{"type": "function", "function": f} for f in r["function"]]
+            yield "bfcl", prompt_request("", r["question"][0], tools), "tool_call"
+
+
+def glaive(n: int) -> Iterator[Item]:
+    """Glaive conversations up to the first function call, with tools → tool_call."""
+    rows = json.loads((DATA / "glaive-toolcall" / "glaive_toolcall_en_demo.json").read_text())
+    for r in rows[:n]:
+        msgs = []
+        for turn in r["conversations"]:
+            if turn["from"] == "function_call":
+                break
+            msgs.append({"role": "user" if turn["from"] == "human" else "assistant",
+                         "content": turn["value"]})
+        tools = [{"type": "function", "function": t} for t in json.loads(r["tools"] or "[]")]
+        if msgs and tools:
+            yield "glaive", prompt_request("", msgs, tools), "tool_call"
+
+
+def p3(n: int) -> Iterator[Item]:
+    """P3/T0 prompts, labelled by their template file (``n`` per file)."""
+    for path in sorted((DATA / "p3-t0-sample").glob("*.jsonl")):
+        intent = next((v for k, v in P3.items() if path.stem.startswith(k)), None)
+        for r in list(jsonl(path))[:n] if intent else ():
+            yield "p3", prompt_request(r["prompt"]), intent
+
+
+def qmsum(n: int) -> Iterator[Item]:
+    """QMSum: a meeting transcript followed by a summarization query → summarization."""
+    for r in list(jsonl(DATA / "qmsum" / "test.jsonl")):
+        transcript = "\n".join(f"{t['speaker']}: {t['content']}" for t in r["meeting_transcripts"])
+        for q in (r["general_query_list"] + r["specific_query_list"])[: max(n // 35, 1)]:
+            yield "qmsum", prompt_request(f"{transcript}\n\n{q['query']}"), "summarization"
+
+
+def mt_bench_101(n: int) -> Iterator[Item]:
+    """MT-Bench-101 dialogues up to their last user turn; MR → math, GR → reasoning, the
+    other multi-turn tasks → chat."""
+    for r in list(jsonl(DATA / "mt-bench-101" / "mtbench101.jsonl"))[::3][:n]:
+        msgs = []
+        for turn in r["history"]:
+            msgs += [{"role": "user", "content": turn["user"]},
+                     {"role": "assistant", "content": turn["bot"]}]
+        yield "mt-bench-101", prompt_request("", msgs[:-1]), MT_BENCH_101.get(r["task"], "chat")
+
+
+SOURCES = (mt_bench, gsm8k, code_alpaca, bfcl, glaive, p3, qmsum, mt_bench_101)
+
+
+async def classify_all(gate: Any, items: list[Item]) -> list[str]:
+    """Labels from ``gate.classify_async`` (the request path's entry point)."""
+    return [(await gate.classify_async(req)).label for _, req, _ in items]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; returns the exit code (2 when ../shared/data is absent)."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="fewer prompts per source")
+    p.add_argument("--per-source", type=int, default=None)
+    args = p.parse_args(argv)
+    if not DATA.is_dir():
+        print(f"no data at {DATA}", file=sys.stderr)
+        return 2
+    n = args.per_source or (60 if args.quick else 300)
+    items = [it for source in SOURCES for it in source(n)]
+    gate = SemanticGate(GateConfig())
+    t0 = time.perf_counter()
+    asyncio.run(gate.start())
+    print(f"gate ready in {time.perf_counter() - t0:.1f} s; {len(items)} prompts")
+    truth = [label for _, _, label in items]
+    pred = asyncio.run(classify_all(gate, items))
+    rules = RulesClassifier()
+    base = score(truth, [rules.classify(req).label for _, req, _ in items])
+    zh = [json.loads(line) for line in ZH.read_text(encoding="utf-8").splitlines() if line]
+    zh_pred = [gate.classify(prompt_request(r["text"])).label for r in zh]
+    zh_score = score([r["intent"] for r in zh], zh_pred)
+    main_score = score(truth, pred)
+    print(report(main_score))
+    for src in dict.fromkeys(s for s, _, _ in items):
+        idx = [i for i, (s, _, _) in enumerate(items) if s == src]
+        acc = sum(pred[i] == truth[i] for i in idx) / len(idx)
+        print(f"  {src:<14} n={len(idx):<5} accuracy {acc:.3f}")
+    print(f"Chinese held-out macro-F1 {zh_score.macro_f1:.3f}; rules baseline on the public sets "
+          f"{base.macro_f1:.3f}")
+    result = {"macro_f1": round(main_score.macro_f1, 4), "macro_f1_zh": round(zh_score.macro_f1, 4),
+              "macro_f1_rules": round(base.macro_f1, 4),
+              "vs_rules": round(main_score.macro_f1 / max(base.macro_f1, 1e-9), 3),
+              "n": main_score.n, "per_intent": {k: round(v[2], 4)
+                                                for k, v in main_score.per_intent.items()}}
+    print("RESULT " + json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,163 @@
+"""Gate speed: per-request latency on one core (short ≤ 64 tokens, long ≥ 4k tokens) and
+throughput under 32 concurrent callers, next to the same MiniLM run without the gate's
+optimisations, in the same process.
+
+- **gate**: ``SemanticGate`` as the router runs it: input compression, n-gram first stage,
+  int8 MiniLM (≤ 64 tokens of the latest turn) only below the confidence threshold,
+  micro-batching for concurrent callers. The cache is defeated (every prompt unique).
+- **plain**: the same MiniLM exported to ONNX, fp32, on the uncompressed text (≤ 256 tokens),
+  with the same embedding head, one request at a time in a worker thread.
+
+Latency runs pinned to one core (``sched_setaffinity``); throughput uses the machine's cores
+(2 here). Prompts: tests/data held-out sets (short) and the same prompts after ~16k
+characters of document text (long).
+
+    python bench/gate_speed.py [--quick]
+
+Last line: ``RESULT {"p50_short_ms", "p99_long_ms", "throughput_per_s", "speedup_vs_plain", …}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+
+from llmroute.config import GateConfig
+from llmroute.gate.compress import prompt_request
+from llmroute.gate.encoder import OnnxEncoder
+from llmroute.gate.export import ensure_exported
+from llmroute.gate.semantic import SemanticGate
+from llmroute.types import ChatRequest
+
+FILLER = ("The quarterly report describes revenue, costs, staffing and the plans of each "
+          "department in detail, with tables of figures and notes from the meetings. ")
+CALLERS = 32
+
+
+def prompts(n: int) -> list[str]:
+    """``n`` short prompts from the held-out sets, made unique."""
+    rows = []
+    for name in ("gate_en_heldout.jsonl", "gate_zh_heldout.jsonl"):
+        path = ROOT / "tests" / "data" / name
+        rows += [json.loads(line)["text"] for line in path.read_text().splitlines() if line]
+    return [f"{rows[i % len(rows)]} #{i}" for i in range(n)]
+
+
+def long_prompts(n: int) -> list[str]:
+    """``n`` prompts of ≥ 4k tokens (~16k characters of document, then the question)."""
+    doc = FILLER * (16_500 // len(FILLER))
+    return [f"Document {i}:\n{doc}\n\n{q}" for i, q in enumerate(prompts(n))]
+
+
+class Plain:
+    """The unoptimised baseline: fp32 MiniLM on the raw text + the gate's embedding head."""
+
+    def __init__(self, gate: SemanticGate) -> None:
+        self.encoder = OnnxEncoder(ensure_exported(), int8=False, max_tokens=256)
+        assert gate.model is not None and gate.model.embed is not None
+        self.head = gate.model.embed
+
+    def classify(self, request: ChatRequest) -> str:
+        """The label from the embedding head over the whole (truncated) text."""
+        p = self.head.proba(self.encoder.encode([request.text]))[0]
+        return self.head.classes[int(p.argmax())]
+
+
+def latencies(fn: Callable[[ChatRequest], object], texts: Sequence[str]) -> np.ndarray:
+    """Per-call wall time in ms of ``fn`` over ``texts`` (requests built beforehand)."""
+    requests = [prompt_request(t) for t in texts]
+    out = []
+    for r in requests:
+        t0 = time.perf_counter()
+        fn(r)
+        out.append((time.perf_counter() - t0) * 1000)
+    return np.array(out)
+
+
+async def throughput(call: Callable[[ChatRequest], object], texts: Sequence[str]) -> float:
+    """Classifications per second with ``CALLERS`` concurrent callers awaiting ``call``."""
+    requests = [prompt_request(t) for t in texts]
+    queue = list(reversed(requests))
+
+    async def caller() -> None:
+        while queue:
+            await call(queue.pop())  # type: ignore[misc]
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(caller() for _ in range(CALLERS)))
+    return len(requests) / (time.perf_counter() - t0)
+
+
+async def measure_throughput(gate: SemanticGate, plain: Plain, n: int) -> tuple[float, float]:
+    """(gate, plain) classifications/s on ``n`` unique short prompts each."""
+    await gate.start()
+    fast = await throughput(gate.classify_async, prompts(n))
+    pool = ThreadPoolExecutor(1)
+    loop = asyncio.get_running_loop()
+
+    async def one(r: ChatRequest) -> str:
+        return await loop.run_in_executor(pool, plain.classify, r)
+
+    slow = await throughput(one, [f"{t} plain" for t in prompts(n)])
+    await gate.close()
+    pool.shutdown()
+    return fast, slow
+
+
+def row(name: str, gate_ms: np.ndarray, plain_ms: np.ndarray) -> str:
+    """One table line: p50/p99 for both and the p50 ratio."""
+    g50, g99, p50, p99 = (float(np.percentile(a, q)) for a in (gate_ms, plain_ms) for q in (50, 99))
+    return f"{name:<8}{g50:>9.2f}{g99:>9.2f}{p50:>10.2f}{p99:>10.2f}{p50 / g50:>9.1f}x"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; returns 0."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true")
+    args = p.parse_args(argv)
+    n_short, n_long, n_tp = (200, 40, 640) if args.quick else (1000, 200, 3200)
+    cores = os.sched_getaffinity(0)
+    gate = SemanticGate(GateConfig(cache_size=1))
+    gate.load()
+    plain = Plain(gate)
+    os.sched_setaffinity(0, {min(cores)})
+    short_g, short_p = latencies(gate.classify, prompts(n_short)), latencies(
+        plain.classify, prompts(n_short // 2))
+    long_g, long_p = latencies(gate.classify, long_prompts(n_long)), latencies(
+        plain.classify, long_prompts(n_long // 2))
+    os.sched_setaffinity(0, cores)
+    tp_gate, tp_plain = asyncio.run(measure_throughput(gate, plain, n_tp))
+    print(f"one core; {len(cores)} cores for throughput; {CALLERS} callers")
+    print(f"{'prompts':<8}{'gate p50':>9}{'p99':>9}{'plain p50':>10}{'p99':>10}{'ratio':>10}")
+    print(row("short", short_g, short_p))
+    print(row("long", long_g, long_p))
+    print(f"throughput: gate {tp_gate:.0f}/s, plain {tp_plain:.0f}/s "
+          f"({tp_gate / tp_plain:.1f}x)")
+    result = {"p50_short_ms": round(float(np.percentile(short_g, 50)), 3),
+              "p99_short_ms": round(float(np.percentile(short_g, 99)), 3),
+              "p50_long_ms": round(float(np.percentile(long_g, 50)), 3),
+              "p99_long_ms": round(float(np.percentile(long_g, 99)), 3),
+              "throughput_per_s": round(tp_gate, 1),
+              "plain_p50_short_ms": round(float(np.percentile(short_p, 50)), 3),
+              "plain_p99_long_ms": round(float(np.percentile(long_p, 99)), 3),
+              "plain_throughput_per_s": round(tp_plain, 1),
+              "speedup_vs_plain": round(tp_gate / tp_plain, 2),
+              "p50_short_speedup": round(float(np.median(short_p) / np.median(short_g)), 2),
+              "p99_long_speedup": round(float(np.percentile(long_p, 99) /
+                                              np.percentile(long_g, 99)), 2)}
+    print("RESULT " + json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

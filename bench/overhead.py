@@ -1,0 +1,198 @@
+"""What llmroute costs per request, next to a direct call, a bare passthrough proxy and the
+LiteLLM proxy, all in one run against the same fast local upstream.
+
+    python bench/overhead.py [--quick]
+
+Paths (interleaved round by round): ``direct`` (client → upstream), ``passthrough`` (the floor:
+Starlette + uvicorn + aiohttp, no routing), ``llmroute`` (gate off), ``llmroute-gate`` (gate
+on) and ``litellm`` (LiteLLM proxy from PyPI, installed by this script in its own virtual
+environment under ``$LLMROUTE_CACHE/bench``). Each proxy runs pinned to one core; the
+upstream and the load generator share the other. Loads: closed loop with 1, 16 and 128
+clients and an open-loop fixed rate; streamed and not. Added latency = path − direct at the
+same percentile. CPU per request and per streamed chunk are the proxy's own CPU seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _procs  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.progress import Progress  # noqa: E402
+
+from _overhead_report import report  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+LITELLM_VERSION = "1.108.7"
+CHUNKS, CHUNK_DELAY_MS = 20, 1.0
+PROXY_CORE, LOAD_CORE = {1}, {0}
+
+
+def cache_dir() -> Path:
+    """``$LLMROUTE_CACHE/bench`` (default ``~/.cache/llmroute/bench``)."""
+    root = Path(os.environ.get("LLMROUTE_CACHE") or "~/.cache/llmroute").expanduser()
+    (root / "bench").mkdir(parents=True, exist_ok=True)
+    return root / "bench"
+
+
+def litellm_bin(console: Console) -> Path:
+    """The ``litellm`` proxy executable, installed once into its own venv."""
+    venv = cache_dir() / f"litellm-{LITELLM_VERSION}"
+    exe = venv / "bin" / "litellm"
+    if not exe.exists():
+        console.print(f"installing litellm[proxy]=={LITELLM_VERSION} into {venv} (once, ~3 min)")
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q",
+                        f"litellm[proxy]=={LITELLM_VERSION}"], check=True)
+    return exe
+
+
+def _chat_ok(url: str, path: str = "/v1/chat/completions") -> bool:
+    body = json.dumps({"model": "bench", "messages": [{"role": "user", "content": "hi"}]})
+    req = urllib.request.Request(url + path, body.encode(),
+                                 {"content-type": "application/json",
+                                  "authorization": "Bearer sk-bench"})
+    with urllib.request.urlopen(req, timeout=5) as resp:
+        return resp.status == 200
+
+
+def _llmroute_config(work: Path, upstream: str, gate: bool) -> Path:
+    path = work / ("llmroute-gate.yaml" if gate else "llmroute.yaml")
+    path.write_text(f"""\
+pools: {{bench: {{}}}}
+backends:
+  - {{id: up, pool: bench, engine: openai, base_url: "{upstream}", model: bench,
+     context_length: 32768}}
+routing: {{default_pool: bench}}
+gate: {{kind: {'semantic' if gate else 'off'}}}
+""")
+    return path
+
+
+def _litellm_config(work: Path, upstream: str) -> Path:
+    path = work / "litellm.yaml"
+    path.write_text(f"""\
+model_list:
+  - model_name: bench
+    litellm_params: {{model: openai/bench, api_base: "{upstream}/v1", api_key: sk-bench}}
+litellm_settings: {{telemetry: false, drop_params: true, set_verbose: false}}
+""")
+    return path
+
+
+def start_all(work: Path, console: Console) -> dict[str, _procs.Server]:
+    """Start the upstream and every proxy; returns them by path name once all answer."""
+    py = sys.executable
+    up = _procs.start("upstream", [py, str(HERE / "_upstream.py"), str(port := _procs.free_port()),
+                                   str(CHUNKS), str(CHUNK_DELAY_MS)], port, LOAD_CORE, work)
+    servers = {"direct": up}
+    llmroute = str(Path(py).with_name("llmroute"))
+    specs = {
+        "passthrough": [py, str(HERE / "_passthrough.py"), "{port}", up.url],
+        "llmroute": [llmroute, "serve", "--config", str(_llmroute_config(work, up.url, False)),
+                     "--port", "{port}", "--log-level", "warning"],
+        "llmroute-gate": [llmroute, "serve", "--config", str(_llmroute_config(work, up.url, True)),
+                          "--port", "{port}", "--log-level", "warning"],
+        "litellm": [str(litellm_bin(console)), "--config", str(_litellm_config(work, up.url)),
+                    "--port", "{port}", "--num_workers", "1"],
+    }
+    for name, argv in specs.items():
+        port = _procs.free_port()
+        argv = [a.replace("{port}", str(port)) for a in argv]
+        servers[name] = _procs.start(name, argv, port, PROXY_CORE, work,
+                                     {"LITELLM_LOG": "ERROR"})
+    for s in servers.values():
+        _procs.wait_ready(s, _chat_ok, timeout_s=180)
+    return servers
+
+
+def segment(server: _procs.Server, load: tuple[str, int], stream: bool, quick: bool) -> dict:
+    """One measured run of ``load`` against ``server``; adds the proxy's CPU seconds."""
+    mode, n = load
+    spec = {"url": server.url + "/v1/chat/completions", "stream": stream, "mode": mode,
+            "clients": n, "rate": n, "duration_s": 1.5 if quick else 5.0,
+            "warmup_s": 0.3 if quick else 1.0}
+    cpu0 = server.cpu_s()
+    pinned = _procs.cores(LOAD_CORE)
+    out = subprocess.run([sys.executable, str(HERE / "_loadgen.py"), json.dumps(spec)],
+                         capture_output=True, text=True, check=True,
+                         preexec_fn=lambda: os.sched_setaffinity(0, pinned))
+    result = json.loads(out.stdout)
+    result["cpu_s"] = server.cpu_s() - cpu0
+    server.sample_rss()
+    return result
+
+
+def measure(servers: dict[str, _procs.Server], quick: bool, console: Console) -> dict:
+    """Interleaved rounds over every path × load × stream; latencies pooled per cell."""
+    loads = [("closed", 1), ("closed", 16), ("closed", 128), ("open", 100)]
+    cells: dict[tuple, dict] = {}
+    rounds = 1 if quick else 3
+    plan = [(r, load, stream, name) for r in range(rounds) for load in loads
+            for stream in (False, True) for name in servers]
+    with Progress(console=console, transient=True) as bar:
+        task = bar.add_task("measuring", total=len(plan))
+        for _, load, stream, name in plan:
+            res = segment(servers[name], load, stream, quick)
+            cell = cells.setdefault((name, load, stream), {"latencies_ms": [], "errors": 0,
+                                                           "chunks": 0, "cpu_s": 0.0,
+                                                           "duration_s": 0.0})
+            for key in ("errors", "chunks", "cpu_s", "duration_s"):
+                cell[key] += res[key]
+            cell["latencies_ms"] += res["latencies_ms"]
+            bar.update(task, advance=1, description=f"{name} {load[0]}:{load[1]} "
+                                                    f"{'sse' if stream else 'json'}")
+    return cells
+
+
+def gate_p50_ms() -> float:
+    """The gate's own p50 classification time (ms) on the benchmark's prompt, in-process."""
+    import asyncio
+
+    from llmroute.api.wire import parse_chat
+    from llmroute.config import load_config
+    from llmroute.gate.factory import build_gate
+
+    body = {"model": "auto", "messages": [{"role": "user", "content": "Say hello to the benchmark."}]}
+    gate = build_gate(load_config().gate)
+
+    async def run() -> list[float]:
+        times = []
+        for i in range(300):
+            request = parse_chat({**body, "user": str(i)}, str(i))
+            t0 = time.perf_counter()
+            await gate.classify_async(request)
+            times.append((time.perf_counter() - t0) * 1000)
+        return times[50:]
+    return statistics.median(asyncio.run(run()))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    console = Console()
+    work = cache_dir() / "overhead-run"
+    work.mkdir(exist_ok=True)
+    servers = start_all(work, console)
+    try:
+        cells = measure(servers, args.quick, console)
+    finally:
+        for s in servers.values():
+            s.stop()
+    result = report(cells, servers, gate_p50_ms(), console, HERE / "results")
+    print("RESULT " + json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,210 @@
+"""Helpers of ``bench/schedule.py`` that run in their own processes: the emulated fleet and
+the load generator (so neither competes with the router's event loop), plus the trace.
+
+Trace: ``../shared/data/azure-llm-trace-2023`` (Patel et al., "Splitwise", ISCA 2024; CC BY
+4.0): the code and conversation services, merged by arrival time. Each row gives arrival
+time, prompt tokens and output tokens; prompts are synthesised as text the router's token
+estimate counts as exactly that many tokens, and the output length is sent as
+``max_tokens`` (the emulator always generates all of them, like ``ignore_eos``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+
+from llmroute.anchor.sources.vllm import parse_vllm_metrics
+from llmroute.policy.tokens import MESSAGE_OVERHEAD_TOKENS
+
+TRACE = Path(__file__).resolve().parents[2] / "shared" / "data" / "azure-llm-trace-2023"
+FILES = {"code": "AzureLLMInferenceTrace_code.csv", "conv": "AzureLLMInferenceTrace_conv.csv"}
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRow:
+    """One request of the trace: ``t`` seconds since the trace start, token counts, kind."""
+
+    t: float
+    prompt_tokens: int
+    output_tokens: int
+    kind: str
+
+
+def load_trace(root: Path = TRACE) -> list[TraceRow]:
+    """Both services' requests sorted by arrival. Raises FileNotFoundError when absent."""
+    rows = []
+    for kind, name in FILES.items():
+        with (root / name).open(newline="") as f:
+            for r in csv.DictReader(f):
+                at = datetime.fromisoformat(r["TIMESTAMP"][:26]).timestamp()
+                rows.append((at, int(r["ContextTokens"]), int(r["GeneratedTokens"]), kind))
+    rows.sort()
+    t0 = rows[0][0]
+    return [TraceRow(at - t0, p, max(o, 1), k) for at, p, o, k in rows]
+
+
+def prompt_text(tokens: int) -> str:
+    """A user message the router (``policy.tokens``: 3 characters per token, plus the
+    per-message overhead) and the emulator count as ``tokens`` prompt tokens."""
+    return "la " * max(tokens - MESSAGE_OVERHEAD_TOKENS, 1)
+
+
+# ---------------------------------------------------------------- the emulated fleet process
+
+def fleet_process(specs: list[Any], conn: Any) -> None:
+    """Child process: serve ``specs`` on free ports, send ``[(base_url, max_model_len)]``
+    through ``conn``, serve until anything arrives on ``conn``."""
+    asyncio.run(_fleet(specs, conn))
+
+
+async def _fleet(specs: list[Any], conn: Any) -> None:
+    from llmroute.emulator.fleet import serve_engines
+
+    async with serve_engines(specs) as served:
+        conn.send([(s.base_url, s.engine.scheduler.config.max_model_len) for s in served])
+        await asyncio.to_thread(conn.recv)
+
+
+# ---------------------------------------------------------------- the load generator process
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One request as the client saw it (wall seconds from its send time). ``status``:
+    ``ok``; ``failed`` (an error, or a wrong answer); ``deadline`` (no first token within
+    the TTFT deadline: the client gave up); ``unfinished`` (still streaming when the run
+    ended; its TTFT is known, its end-to-end latency is not)."""
+
+    index: int
+    status: str
+    ttft_s: float | None
+    e2e_s: float
+    backend: str
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LoadPlan:
+    """What the load generator sends: ``schedule`` rows ``(wall offset s, prompt tokens,
+    max tokens)`` to ``router``; ``deadline_s`` wall seconds to the first token; the run
+    ends ``deadline_s`` after the last send; ``engines`` are polled every ``poll_s``."""
+
+    router: str
+    schedule: list[tuple[float, int, int]]
+    engines: list[str]
+    deadline_s: float
+    poll_s: float = 0.25
+
+
+def load_process(plan: LoadPlan, conn: Any) -> None:
+    """Child process: replay ``plan`` as streamed chats and send ``(outcomes, kv_polls)``
+    through ``conn``; ``kv_polls`` are ``(wall offset s, [KV fraction per engine])``."""
+    conn.send(asyncio.run(_load(plan)))
+
+
+async def _load(plan: LoadPlan) -> tuple[list[Outcome], list[tuple[float, list[float]]]]:
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        start = time.monotonic()
+        polls: list[tuple[float, list[float]]] = []
+        poller = asyncio.create_task(_poll(session, plan, start, polls))
+        progress = [_Progress() for _ in plan.schedule]
+        tasks = [asyncio.create_task(_send_at(session, plan, i, row, start, progress[i]))
+                 for i, row in enumerate(plan.schedule)]
+        end = start + plan.schedule[-1][0] + plan.deadline_s + 1.0
+        done, pending = await asyncio.wait(tasks, timeout=max(end - time.monotonic(), 0))
+        for t in (*pending, poller):
+            t.cancel()
+        await asyncio.gather(*pending, poller, return_exceptions=True)
+    outcomes = [t.result() if t in done else progress[i].unfinished(i)
+                for i, t in enumerate(tasks)]
+    return outcomes, polls
+
+
+@dataclass
+class _Progress:
+    """What is known of a request still in flight when the run ends."""
+
+    sent: float = 0.0
+    ttft: float | None = None
+    backend: str = ""
+
+    def unfinished(self, index: int) -> Outcome:
+        return Outcome(index, "unfinished", self.ttft, time.monotonic() - self.sent,
+                       self.backend)
+
+
+async def _send_at(session: aiohttp.ClientSession, plan: LoadPlan, index: int,
+                   row: tuple[float, int, int], start: float, progress: _Progress) -> Outcome:
+    at, prompt, out = row
+    await asyncio.sleep(max(start + at - time.monotonic(), 0.0))
+    body = {"model": "fleet", "stream": True, "max_tokens": out, "ignore_eos": True,
+            "messages": [{"role": "user", "content": prompt_text(prompt)}]}
+    progress.sent = time.monotonic()
+    try:
+        return await _stream(session, plan, index, body, progress, out)
+    except TimeoutError:
+        return Outcome(index, "deadline", None, time.monotonic() - progress.sent,
+                       progress.backend)
+    except aiohttp.ClientError as exc:
+        return Outcome(index, "failed", None, time.monotonic() - progress.sent,
+                       progress.backend, type(exc).__name__)
+
+
+async def _stream(session: aiohttp.ClientSession, plan: LoadPlan, index: int,
+                  body: dict[str, Any], progress: _Progress, out: int) -> Outcome:
+    finish, tokens = None, 0
+    async with asyncio.timeout(plan.deadline_s) as first_token:
+        async with session.post(plan.router + "/v1/chat/completions", json=body) as resp:
+            progress.backend = resp.headers.get("x-llmroute-backend", "")
+            if resp.status != 200:
+                await resp.read()
+                return _failed(index, progress, f"HTTP {resp.status}")
+            async for line in resp.content:
+                if not line.startswith(b"data: {"):
+                    continue
+                chunk = orjson.loads(line[6:])
+                if "error" in chunk:
+                    return _failed(index, progress, "in-band error")
+                for choice in chunk.get("choices", ()):
+                    text = (choice.get("delta") or {}).get("content")
+                    if text and progress.ttft is None:
+                        progress.ttft = time.monotonic() - progress.sent
+                        first_token.reschedule(None)
+                    tokens += len(text.split()) if text else 0
+                    finish = choice.get("finish_reason") or finish
+    ok = finish == "length" and tokens == out
+    return Outcome(index, "ok" if ok else "failed", progress.ttft,
+                   time.monotonic() - progress.sent, progress.backend,
+                   "" if ok else f"finish={finish} tokens={tokens}/{out}")
+
+
+def _failed(index: int, progress: _Progress, why: str) -> Outcome:
+    return Outcome(index, "failed", progress.ttft, time.monotonic() - progress.sent,
+                   progress.backend, why)
+
+
+async def _poll(session: aiohttp.ClientSession, plan: LoadPlan, start: float,
+                polls: list[tuple[float, list[float]]]) -> None:
+    while True:
+        texts = await asyncio.gather(*(_get(session, e + "/metrics") for e in plan.engines))
+        now = time.monotonic()
+        kv = [parse_vllm_metrics(t, now).kv_cache_usage if t else None for t in texts]
+        if all(k is not None for k in kv):
+            polls.append((now - start, [float(k) for k in kv if k is not None]))
+        await asyncio.sleep(plan.poll_s)
+
+
+async def _get(session: aiohttp.ClientSession, url: str) -> str:
+    try:
+        async with session.get(url) as resp:
+            return await resp.text()
+    except aiohttp.ClientError:
+        return ""

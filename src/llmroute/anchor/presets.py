@@ -1,0 +1,80 @@
+"""Named anchor profiles: scorer weights and a picker, chosen by ``anchor.preset``.
+
+- ``default``: engine queue 0.3, KV cache 0.25, the router's in-flight count 0.3 and
+  latency against each backend's own baseline 0.15. Tried with ``bench/schedule.py
+  --quick`` (8 heterogeneous emulated engines): adding ``throughput`` 0.2 herded load onto
+  the fastest engine until it queued (P95 TTFT 2.2× least-in-flight), so it is left out;
+  this mix kept KV usage even across engines (±8.5 points vs ±26 for least-in-flight).
+- ``round-robin``: no scorers; rotate (baseline).
+- ``least-in-flight``: the router's in-flight count alone, argmax (what LiteLLM's
+  least-busy routing does; baseline).
+- ``seed-000``: exactly ``0.4 free VRAM + 0.3 idle GPU + 0.2 network − 0.1 queue``
+  (network = ``latency``; idle GPU = ``gpu-util``; the queue term is a penalty on the
+  queue load, see ``profile.py`` on negative weights).
+- ``seed-001``: exactly ``0.3 free memory + 0.25 latency + 0.2 errors + 0.15 throughput
+  + 0.1 health``.
+
+Every preset runs the same filters, in order: pool membership, context fit (with the
+KV-pressure rule), capability, breaker health.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from llmroute.anchor.profile import Profile
+from llmroute.anchor.registry import Deps, Registry
+from llmroute.config import AnchorConfig
+from llmroute.errors import ConfigError
+
+FILTERS = ("pool", "context-fit", "capability", "health")
+
+
+@dataclass(frozen=True)
+class Preset:
+    """``weights`` as ``((scorer type name, weight), …)`` and a ``picker`` type name."""
+
+    weights: tuple[tuple[str, float], ...]
+    picker: str = "argmax"
+
+
+def presets() -> dict[str, Preset]:
+    """Every built-in preset by name."""
+    return {
+        "default": Preset((("queue-depth", 0.3), ("kv-cache", 0.25), ("in-flight", 0.3),
+                           ("latency", 0.15))),
+        "round-robin": Preset((), "round-robin"),
+        "least-in-flight": Preset((("in-flight", 1.0),)),
+        "seed-000": Preset((("free-vram", 0.4), ("gpu-util", 0.3), ("latency", 0.2),
+                            ("queue-depth", -0.1))),
+        "seed-001": Preset((("free-vram", 0.3), ("latency", 0.25), ("error-rate", 0.2),
+                            ("throughput", 0.15), ("health", 0.1))),
+    }
+
+
+def resolve(cfg: AnchorConfig) -> Preset:
+    """The preset named by ``cfg.preset`` with ``cfg.scorers`` merged over its weights
+    (0 removes a scorer) and ``cfg.picker`` replacing its picker. Raises ConfigError for
+    an unknown preset."""
+    table = presets()
+    if cfg.preset not in table:
+        raise ConfigError(f"anchor.preset: unknown preset {cfg.preset!r} "
+                          f"(known: {', '.join(table)})")
+    base = table[cfg.preset]
+    weights = _merge(dict(base.weights), cfg.scorers)
+    return Preset(tuple(weights.items()), cfg.picker or base.picker)
+
+
+def _merge(weights: dict[str, float], override: Mapping[str, float]) -> dict[str, float]:
+    merged = {**weights, **override}
+    return {name: w for name, w in merged.items() if w != 0}
+
+
+def build_profile(cfg: AnchorConfig, registry: Registry, deps: Deps) -> Profile:
+    """The Profile for ``cfg``; raises ConfigError naming an unknown scorer or picker."""
+    preset = resolve(cfg)
+    return Profile(
+        filters=tuple(registry.filter(name, deps) for name in FILTERS),
+        scorers=tuple((registry.scorer(name, deps), w) for name, w in preset.weights),
+        picker=registry.picker(preset.picker, deps))

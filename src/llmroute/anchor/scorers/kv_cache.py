@@ -1,0 +1,38 @@
+"""kv-cache: more free KV cache is better (fewer preemptions, room for long prompts)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from llmroute.anchor.protocol import AnchorContext
+from llmroute.anchor.sources.signals import EngineSignals
+from llmroute.types import Backend
+
+
+def kv_free(e: EngineSignals | None) -> float | None:
+    """Free KV fraction 0–1: ``1 - kv_cache_usage``; for llama.cpp builds without the KV
+    gauge, the idle share of its slots (each slot owns ``ctx_size / slots`` tokens of the
+    cache, so busy slots / total slots is the share of cache claimed). None when neither."""
+    if e is None:
+        return None
+    if e.kv_cache_usage is not None:
+        return 1.0 - e.kv_cache_usage
+    if e.idle_slots is not None and e.total_slots:
+        return min(e.idle_slots / e.total_slots, 1.0)
+    return None
+
+
+class KvCacheScorer:
+    """``kv_free`` of the backend's fresh signals (see ``kv_free``); missing otherwise."""
+
+    name = "kv-cache"
+
+    def score(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> dict[str, float]:
+        """See the class docstring."""
+        engines = ctx.snapshot.engines
+        out = {}
+        for b in candidates:
+            free = kv_free(engines.get(b.id))
+            if free is not None:
+                out[b.id] = free
+        return out

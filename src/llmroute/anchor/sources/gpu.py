@@ -1,0 +1,37 @@
+"""An engine source with a GPU source beside it (NVML or DCGM): one merged snapshot."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from llmroute.anchor.sources.dcgm import EXPECTED as GPU_EXPECTED
+from llmroute.anchor.sources.dcgm import SOURCE as DCGM
+from llmroute.anchor.sources.signals import EngineSignals, merge, unreadable
+from llmroute.errors import SignalSourceError
+from llmroute.types import Backend
+
+
+class Source(Protocol):
+    """``MetricsSource`` (DESIGN.md §4): the signals of ``backend`` taken at ``now`` (s).
+    Raises SignalSourceError when the endpoint cannot be read; never anything else."""
+
+    async def poll(self, backend: Backend, now: float) -> EngineSignals: ...
+
+
+@dataclass(frozen=True)
+class WithGpu:
+    """``engine``'s signals merged with ``gpu``'s. The engine decides up/down (its error
+    propagates); an unreadable GPU leaves only the GPU signals missing."""
+
+    engine: Source
+    gpu: Source
+
+    async def poll(self, backend: Backend, now: float) -> EngineSignals:
+        """Both polls, merged (``signals.merge``: engine values first)."""
+        engine = await self.engine.poll(backend, now)
+        try:
+            gpu = await self.gpu.poll(backend, now)
+        except SignalSourceError:
+            return merge(engine, unreadable(DCGM, now, GPU_EXPECTED))
+        return merge(engine, gpu)

@@ -1,0 +1,71 @@
+"""Building the anchor from config: the profile's dependencies and the signal collector.
+
+Called by ``runtime.py``; no I/O here except what the returned collector does once started.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import aiohttp
+
+from llmroute.anchor.collector import Collector
+from llmroute.anchor.registry import Deps
+from llmroute.anchor.scorers.intent_fit import PoolFit
+from llmroute.anchor.sources.gpu import Source, WithGpu
+from llmroute.anchor.sources.http import DcgmSource, source_for
+from llmroute.anchor.sources.nvml import NvmlSource
+from llmroute.anchor.store import SignalStore
+from llmroute.config import BackendConfig, Config
+from llmroute.fuse.breaker import CircuitBreaker
+from llmroute.types import Backend
+
+
+def anchor_deps(config: Config, breaker: CircuitBreaker) -> Deps:
+    """Plugin dependencies from ``config`` (pool declarations, softmax temperature, KV rule)."""
+    pools = {name: PoolFit(p.strengths, p.max_complexity) for name, p in config.pools.items()}
+    a = config.anchor
+    return Deps(breaker=breaker, pools=pools, temperature=a.softmax_temperature,
+                kv_threshold=a.kv_pressure_threshold,
+                kv_min_fraction=a.kv_pressure_min_fraction)
+
+
+def signal_sources(config: Config, backends: dict[str, Backend],
+                   session: aiohttp.ClientSession) -> dict[str, tuple[Backend, Source]]:
+    """``{backend_id: (backend, source)}`` for every backend that exposes signals (an
+    engine metrics endpoint and/or a configured GPU)."""
+    timeout = config.anchor.poll_timeout_s
+    out: dict[str, tuple[Backend, Source]] = {}
+    for bc in config.backends:
+        source = _source(bc, session, timeout)
+        if source is not None:
+            out[bc.id] = (backends[bc.id], source)
+    return out
+
+
+def _source(bc: BackendConfig, session: aiohttp.ClientSession,
+            timeout: float) -> Source | None:
+    engine = source_for(bc.engine, session, timeout)
+    gpu = _gpu(bc, session, timeout)
+    if engine is not None and gpu is not None:
+        return WithGpu(engine, gpu)
+    return engine or gpu
+
+
+def _gpu(bc: BackendConfig, session: aiohttp.ClientSession, timeout: float) -> Source | None:
+    if bc.gpu is None:
+        return None
+    if bc.gpu.nvml_index is not None:
+        return NvmlSource(bc.gpu.nvml_index)
+    return DcgmSource(session, bc.gpu.dcgm_url or "", bc.gpu.gpu, timeout)
+
+
+def make_collector(config: Config, backends: dict[str, Backend], store: SignalStore,
+                   session: aiohttp.ClientSession,
+                   clock: Callable[[], float] = time.monotonic) -> Collector:
+    """A collector over every backend's sources, with the configured period and timeout.
+    ``session`` should decompress responses (engines may gzip ``/metrics``)."""
+    a = config.anchor
+    return Collector(signal_sources(config, backends, session), store, clock,
+                     period_s=a.poll_interval_s, timeout_s=a.poll_timeout_s)

@@ -1,0 +1,41 @@
+"""``GET /debug/route?query=…``: what the router would do with a prompt, sending nothing.
+
+Answers ``{"query", "intent": {label, confidence, runners_up, conflict, entropy, composite,
+source}, "complexity", "plan": {pool, reason, backend_ids, fallback_ids, max_attempts},
+"backend", "candidates": [{"backend", "score", "scores"}, …]}``; ``backend`` is the
+would-be first choice. A missing ``query`` is a 400 (InvalidRequest).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from llmroute import pipeline
+from llmroute.api.responses import json_response
+from llmroute.errors import InvalidRequest
+from llmroute.gate.compress import prompt_request
+from llmroute.runtime import Runtime
+
+
+async def debug_route(request: Request) -> Response:
+    """Classify and plan ``query`` like a ``model: auto`` chat request; send nothing."""
+    rt: Runtime = request.app.state.runtime
+    query = request.query_params.get("query")
+    if query is None:
+        raise InvalidRequest("query parameter 'query' is required", param="query")
+    chat = prompt_request(query)
+    intent = await rt.gate.classify_async(chat)
+    d = pipeline.decide(rt, chat, intent)
+    return json_response({
+        "query": query,
+        "intent": {k: v for k, v in asdict(intent).items() if k != "complexity"},
+        "complexity": intent.complexity,
+        "plan": asdict(d.plan),
+        "backend": d.candidates[0].backend.id if d.candidates else None,
+        "candidates": [{"backend": c.backend.id, "score": round(c.score, 4),
+                        "scores": {k: round(v, 4) for k, v in c.scores.items()}}
+                       for c in d.candidates],
+    })

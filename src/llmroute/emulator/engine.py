@@ -1,0 +1,134 @@
+"""The emulated engine at run time: the scheduler driven in (scaled) real time.
+
+A loop plans a step, sleeps until that step's end in wall time (model seconds ×
+``time_scale``), then applies it and wakes the requests that have new tokens. Steps run
+back to back while there is work, on a virtual model clock: if the process falls behind wall
+time, steps run without sleeping until it has caught up, so the model's timings (and the
+``/metrics`` histograms) stay exact while tokens reach clients late. An idle engine's clock
+jumps to the current time when the next request arrives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+from llmroute.emulator.metrics import EngineMetrics
+from llmroute.emulator.scheduler import Rejection, Sequence, TokenEvent
+from llmroute.emulator.spec import EngineSpec
+
+
+@dataclass(eq=False)
+class Handle:
+    """One request's view of the engine: ``generated`` tokens so far, ``finished``, and an
+    event set whenever there is something new to stream (every ``stream_interval`` tokens,
+    the first token and the last)."""
+
+    seq_id: str
+    prompt_tokens: int
+    max_tokens: int
+    generated: int = 0
+    finished: bool = False
+    notified: int = 0
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def updates(self) -> AsyncIterator[int]:
+        """Yield the number of new tokens each time some arrive, until the request ends."""
+        sent = 0
+        while True:
+            await self.wake.wait()
+            self.wake.clear()
+            if self.generated > sent:
+                yield self.generated - sent
+                sent = self.generated
+            if self.finished:
+                return
+
+
+class EmulatedEngine:
+    """One engine: scheduler, metrics and the step loop (``run`` as a task)."""
+
+    def __init__(self, spec: EngineSpec, clock: Callable[[], float] = time.monotonic):
+        self.spec = spec
+        self.scheduler = spec.scheduler()
+        self.metrics = EngineMetrics(self.scheduler, spec.model_name)
+        self._clock = clock
+        self._wall0 = clock()
+        self._model_now = 0.0
+        self._handles: dict[str, Handle] = {}
+        self._work = asyncio.Event()
+        self._ids = itertools.count()
+
+    def model_time(self) -> float:
+        """The current wall time in model seconds since the engine started."""
+        return (self._clock() - self._wall0) / self.spec.time_scale
+
+    def submit(self, prompt_tokens: int, max_tokens: int) -> Handle | Rejection:
+        """Queue a request; returns its Handle, or the Rejection when it cannot be served."""
+        seq_id = f"seq-{next(self._ids)}"
+        seq = Sequence(seq_id, prompt_tokens, max_tokens, self.model_time())
+        if self.scheduler.idle():  # an idle engine's clock starts again at this arrival
+            self._model_now = max(self._model_now, seq.arrival)
+        rejection = self.scheduler.add(seq)
+        if rejection is not None:
+            return rejection
+        handle = Handle(seq_id, prompt_tokens, max_tokens)
+        self._handles[seq_id] = handle
+        self._work.set()
+        return handle
+
+    def abort(self, handle: Handle) -> None:
+        """Forget a request whose client went away (frees its KV blocks)."""
+        if self._handles.pop(handle.seq_id, None) is not None:
+            self.scheduler.abort(handle.seq_id)
+
+    async def run(self) -> None:
+        """The step loop; runs until cancelled."""
+        while True:
+            if self.scheduler.idle():
+                self._work.clear()
+                await self._work.wait()
+            batch = self.scheduler.schedule(self._model_now)
+            if batch is None:  # waiting requests that cannot start: nothing to do yet
+                self._work.clear()
+                await self._work.wait()
+                continue
+            await self._sleep_until(batch.end)
+            self._model_now = batch.end
+            events = self.scheduler.complete(batch)
+            self.metrics.record(events, batch.duration)
+            self._deliver(events)
+
+    async def _sleep_until(self, model_t: float) -> None:
+        delay = self._wall0 + model_t * self.spec.time_scale - self._clock()
+        await asyncio.sleep(max(delay, 0.0))
+
+    def _deliver(self, events: list[TokenEvent]) -> None:
+        interval = self.spec.stream_interval
+        for e in events:
+            handle = self._handles.get(e.seq_id)
+            if handle is None:
+                continue
+            handle.generated = e.generated
+            if e.finished:
+                handle.finished = True
+                del self._handles[e.seq_id]
+            if e.first or e.finished or e.generated - handle.notified >= interval:
+                handle.notified = e.generated
+                handle.wake.set()
+
+
+@contextlib.asynccontextmanager
+async def running(engine: EmulatedEngine) -> AsyncIterator[EmulatedEngine]:
+    """Run ``engine``'s step loop while the block runs."""
+    task = asyncio.create_task(engine.run())
+    try:
+        yield engine
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -1,0 +1,210 @@
+"""The emulated engine's HTTP API (aiohttp.web), shaped like vLLM's OpenAI server.
+
+``POST /v1/chat/completions`` and ``POST /v1/completions`` (streamed as SSE or not;
+``logprobs``/``top_logprobs``; ``stream_options.include_usage``), ``GET /metrics``,
+``GET /health`` and ``GET /v1/models``. Bodies are validated with the router's own wire
+models; prompt tokens are counted with the router's estimate (``policy.tokens``: the
+emulator has no tokenizer, so router and engine agree on every prompt's size). Output is
+exactly ``max_tokens`` tokens (``max_completion_tokens`` for chat; 256 when neither is
+given), ``finish_reason: "length"``. Errors are OpenAI-shaped ``{"error": {…}}`` bodies.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from llmroute.api.wire import parse_chat, parse_completion
+from llmroute.emulator.engine import EmulatedEngine, Handle
+from llmroute.emulator.metrics import CONTENT_TYPE
+from llmroute.emulator.scheduler import Rejection
+from llmroute.emulator.text import TokenSource, content_of, strip_top
+from llmroute.errors import InvalidRequest
+from llmroute.types import ChatRequest
+
+DEFAULT_MAX_TOKENS = 256
+ENGINE_KEY = web.AppKey("engine", EmulatedEngine)
+
+
+def create_engine_app(engine: EmulatedEngine) -> web.Application:
+    """The aiohttp application serving ``engine`` (its step loop is run by the caller)."""
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app[ENGINE_KEY] = engine
+    app.router.add_post("/v1/chat/completions", _chat)
+    app.router.add_post("/v1/completions", _completions)
+    app.router.add_get("/metrics", _metrics)
+    app.router.add_get("/health", _health)
+    app.router.add_get("/v1/models", _models)
+    return app
+
+
+def error_response(status: int, message: str, code: str, param: str | None = None,
+                   ) -> web.Response:
+    """An OpenAI-shaped error body with HTTP ``status``."""
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
+    return web.json_response(body, status=status, dumps=lambda o: orjson.dumps(o).decode())
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    body = request.app[ENGINE_KEY].metrics.render()
+    return web.Response(body=body, headers={"content-type": CONTENT_TYPE})
+
+
+async def _health(request: web.Request) -> web.Response:
+    return web.Response(status=200)
+
+
+async def _models(request: web.Request) -> web.Response:
+    engine = request.app[ENGINE_KEY]
+    card = {"id": engine.spec.model_name, "object": "model", "created": int(time.time()),
+            "owned_by": "llmroute-emulator",
+            "max_model_len": engine.scheduler.config.max_model_len}
+    return web.json_response({"object": "list", "data": [card]})
+
+
+async def _chat(request: web.Request) -> web.StreamResponse:
+    return await _serve(request, "chat")
+
+
+async def _completions(request: web.Request) -> web.StreamResponse:
+    return await _serve(request, "completions")
+
+
+async def _serve(request: web.Request, endpoint: str) -> web.StreamResponse:
+    engine = request.app[ENGINE_KEY]
+    try:
+        req = await _parse(request, endpoint)
+    except InvalidRequest as err:
+        return error_response(400, err.message, err.code or "invalid_request", err.param)
+    if req.model != engine.spec.model_name:
+        return error_response(404, f"The model `{req.model}` does not exist.",
+                              "model_not_found", "model")
+    handle = engine.submit(req.prompt_tokens, req.max_tokens or DEFAULT_MAX_TOKENS)
+    if isinstance(handle, Rejection):
+        return error_response(handle.status, handle.message, handle.code)
+    answer = _Answer(engine, req, handle)
+    try:
+        if req.stream:
+            return await answer.stream(request)
+        return await answer.whole()
+    finally:
+        engine.abort(handle)
+
+
+async def _parse(request: web.Request, endpoint: str) -> ChatRequest:
+    try:
+        body = orjson.loads(await request.read())
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequest(f"the body is not valid JSON: {exc}", code="invalid_json") from exc
+    rid = request.headers.get("x-request-id") or uuid.uuid4().hex
+    return parse_chat(body, rid) if endpoint == "chat" else parse_completion(body, rid)
+
+
+class _Answer:
+    """Builds one request's answer (whole or streamed) from its Handle's progress."""
+
+    def __init__(self, engine: EmulatedEngine, req: ChatRequest, handle: Handle):
+        self.engine = engine
+        self.req = req
+        self.handle = handle
+        self.chat = req.endpoint == "chat"
+        self.id = ("chatcmpl-" if self.chat else "cmpl-") + uuid.uuid4().hex[:16]
+        self.created = int(time.time())
+        self.tokens = TokenSource(engine.spec.seed, req.request_id)
+        self.top_n = _top_n(req)
+
+    async def whole(self) -> web.Response:
+        """Wait for the last token; the whole answer as one JSON object."""
+        async for _ in self.handle.updates():
+            pass
+        toks = self.tokens.next_tokens(self.handle.generated, self.top_n)
+        choice = self._choice(toks, final=True, whole=True)
+        body = {"id": self.id, "object": "chat.completion" if self.chat else "text_completion",
+                "created": self.created, "model": self.engine.spec.model_name,
+                "choices": [choice], "usage": self._usage()}
+        return web.Response(body=orjson.dumps(body), content_type="application/json")
+
+    async def stream(self, request: web.Request) -> web.StreamResponse:
+        """SSE: one chunk per update (first token, every ``stream_interval`` tokens, last),
+        then a usage chunk if asked, then ``[DONE]``."""
+        resp = web.StreamResponse(headers={"content-type": "text/event-stream",
+                                           "cache-control": "no-cache"})
+        await resp.prepare(request)
+        try:
+            await self._stream_body(resp)
+        except ConnectionResetError:
+            return resp  # the client went away; the caller aborts the request
+        return resp
+
+    async def _stream_body(self, resp: web.StreamResponse) -> None:
+        sent = 0
+        async for n in self.handle.updates():
+            toks = self.tokens.next_tokens(n, self.top_n)
+            choice = self._choice(toks, final=self.handle.finished, first=sent == 0)
+            sent += n
+            await self._send(resp, [choice])
+        options = self.req.body.get("stream_options") or {}
+        if options.get("include_usage"):
+            await self._send(resp, [], usage=self._usage())
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+
+    async def _send(self, resp: web.StreamResponse, choices: list[dict[str, Any]],
+                    usage: dict[str, int] | None = None) -> None:
+        chunk: dict[str, Any] = {
+            "id": self.id, "object": "chat.completion.chunk" if self.chat else "text_completion",
+            "created": self.created, "model": self.engine.spec.model_name, "choices": choices}
+        if usage is not None:
+            chunk["usage"] = usage
+        await resp.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
+
+    def _choice(self, toks: list[dict[str, Any]], *, final: bool, whole: bool = False,
+                first: bool = False) -> dict[str, Any]:
+        text = content_of(toks)
+        choice: dict[str, Any] = {"index": 0, "logprobs": self._logprobs(toks),
+                                  "finish_reason": "length" if final else None}
+        if not self.chat:
+            choice["text"] = text
+        elif whole:
+            choice["message"] = {"role": "assistant", "content": text}
+        else:
+            choice["delta"] = {"role": "assistant", "content": text} if first else {
+                "content": text}
+        return choice
+
+    def _logprobs(self, toks: list[dict[str, Any]]) -> dict[str, Any] | None:
+        if self.top_n is None:
+            return None
+        if self.chat:
+            return {"content": toks if self.top_n else strip_top(toks)}
+        return _legacy_logprobs(toks)
+
+    def _usage(self) -> dict[str, int]:
+        p, c = self.handle.prompt_tokens, self.handle.generated
+        return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
+
+
+def _top_n(req: ChatRequest) -> int | None:
+    """None: no logprobs asked; else how many alternatives per token (0 allowed)."""
+    body = req.body
+    if req.endpoint == "chat":
+        return int(body.get("top_logprobs") or 0) if body.get("logprobs") else None
+    value = body.get("logprobs")
+    return None if value is None else int(value)
+
+
+def _legacy_logprobs(toks: list[dict[str, Any]]) -> dict[str, Any]:
+    """Legacy completions ``logprobs``: tokens, token_logprobs, top_logprobs, text_offset."""
+    offsets, at = [], 0
+    for t in toks:
+        offsets.append(at)
+        at += len(t["token"])
+    return {"tokens": [t["token"] for t in toks],
+            "token_logprobs": [t["logprob"] for t in toks],
+            "top_logprobs": [{a["token"]: a["logprob"] for a in t["top_logprobs"]} for t in toks],
+            "text_offset": offsets}

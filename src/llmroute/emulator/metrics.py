@@ -1,0 +1,103 @@
+"""The emulated engine's ``/metrics``: vLLM V1 names, labels and histogram buckets, rendered
+by ``prometheus_client`` (one registry per engine, no process-wide state).
+
+Names and buckets follow a real vLLM 0.20 scrape (``engine-metrics/vllm-v1-0.20.2rc1-*``):
+``vllm:num_requests_running``/``waiting``, ``vllm:kv_cache_usage_perc`` (a fraction 0–1),
+``vllm:num_preemptions_total``, ``vllm:prompt_tokens_total``,
+``vllm:generation_tokens_total``, ``vllm:request_success_total{finished_reason}``, and the
+histograms ``vllm:time_to_first_token_seconds``, ``vllm:inter_token_latency_seconds`` and
+``vllm:e2e_request_latency_seconds`` — all in model seconds (the emulated hardware's time,
+not wall time). Every sample carries ``engine="0"`` and ``model_name``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from llmroute.emulator.scheduler import Scheduler, TokenEvent
+
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
+                5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
+ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0,
+               7.5, 10.0, 20.0, 40.0, 80.0)
+E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
+               60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class _SchedulerGauges(Collector):
+    """Gauges read from the scheduler at scrape time."""
+
+    def __init__(self, scheduler: Scheduler, labels: dict[str, str]):
+        self._s = scheduler
+        self._labels = labels
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        for name, doc, value in (
+            ("vllm:num_requests_running", "Number of requests in model execution batches.",
+             len(self._s.running)),
+            ("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
+             len(self._s.waiting)),
+            ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
+             self._s.kv_usage),
+        ):
+            family = GaugeMetricFamily(name, doc, labels=list(self._labels))
+            family.add_metric(list(self._labels.values()), float(value))
+            yield family
+
+
+class EngineMetrics:
+    """Counters and histograms of one engine, fed with the scheduler's token events."""
+
+    def __init__(self, scheduler: Scheduler, model_name: str):
+        self._scheduler = scheduler
+        self._registry = CollectorRegistry(auto_describe=True)
+        labels = {"engine": "0", "model_name": model_name}
+        self._registry.register(_SchedulerGauges(scheduler, labels))
+        names = list(labels)
+        reg = self._registry
+        self._preempted = 0
+        self._preemptions = Counter("vllm:num_preemptions", "Cumulative number of preemption "
+                                    "from the engine.", names, registry=reg).labels(**labels)
+        self._prompt = Counter("vllm:prompt_tokens", "Number of prefill tokens processed.",
+                               names, registry=reg).labels(**labels)
+        self._generation = Counter("vllm:generation_tokens", "Number of generation tokens "
+                                   "processed.", names, registry=reg).labels(**labels)
+        self._success = Counter("vllm:request_success", "Count of successfully processed "
+                                "requests.", [*names, "finished_reason"], registry=reg)
+        self._labels = labels
+        self._ttft = Histogram("vllm:time_to_first_token_seconds", "Histogram of time to "
+                               "first token in seconds.", names, buckets=TTFT_BUCKETS,
+                               registry=reg).labels(**labels)
+        self._itl = Histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token "
+                              "latency in seconds.", names, buckets=ITL_BUCKETS,
+                              registry=reg).labels(**labels)
+        self._e2e = Histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request "
+                              "latency in seconds.", names, buckets=E2E_BUCKETS,
+                              registry=reg).labels(**labels)
+
+    def record(self, events: list[TokenEvent], step_s: float) -> None:
+        """Account one completed step: its ``events`` and its duration ``step_s`` (model s;
+        the inter-token latency of every sequence that decoded in it)."""
+        for e in events:
+            self._generation.inc()
+            if e.first:
+                self._prompt.inc(e.prompt_tokens)
+                self._ttft.observe(e.at - e.arrival)
+            else:
+                self._itl.observe(step_s)
+            if e.finished:
+                self._success.labels(**self._labels, finished_reason="length").inc()
+                self._e2e.observe(e.at - e.arrival)
+        new = self._scheduler.preemptions - self._preempted
+        if new:
+            self._preemptions.inc(new)
+            self._preempted = self._scheduler.preemptions
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every metric."""
+        return generate_latest(self._registry)

@@ -1,0 +1,46 @@
+"""The fuse for one streamed answer on one backend: ``Fuse.observe(event) -> FuseVerdict``.
+
+Pure and synchronous (no I/O, no clock): dispatch turns every upstream chunk or failure into
+a ``StreamEvent`` and acts on the verdict. Triggers:
+
+* entropy: ``run_tokens`` consecutive tokens above ``threshold_nats`` (``fuse/entropy.py``),
+  only when the entropy trigger is armed (fuse enabled and the engine streams logprobs);
+* failure: any event carrying a ``failure`` reason (cut, malformed chunk, in-band error,
+  stall) hands off at once.
+"""
+
+from __future__ import annotations
+
+from llmroute.config import EntropyConfig
+from llmroute.fuse.entropy import EntropyRun
+from llmroute.types import FuseVerdict, StreamEvent
+
+_CONTINUE = FuseVerdict()
+
+
+class Fuse:
+    """Watches one backend's stream. ``entropy`` None disarms the entropy trigger."""
+
+    def __init__(self, entropy: EntropyConfig | None):
+        self._run = None if entropy is None else EntropyRun(entropy.threshold_nats,
+                                                             entropy.run_tokens)
+
+    @property
+    def armed(self) -> bool:
+        """True when the entropy trigger is on."""
+        return self._run is not None
+
+    @property
+    def window(self) -> tuple[float, ...]:
+        """The recent per-token entropies in nats (empty when disarmed)."""
+        return () if self._run is None else self._run.window
+
+    def observe(self, event: StreamEvent) -> FuseVerdict:
+        """The verdict for ``event``: hand off on a failure or an entropy run, else continue."""
+        if event.failure is not None:
+            return FuseVerdict(True, event.failure, self.window)
+        fired = False
+        if self._run is not None:
+            for h in event.entropies:
+                fired = self._run.push(h) or fired
+        return FuseVerdict(True, "entropy", self.window) if fired else _CONTINUE

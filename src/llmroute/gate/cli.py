@@ -1,0 +1,107 @@
+"""Gate commands: ``llmroute classify TEXT``, ``llmroute gate fit --data FILE``,
+``llmroute gate eval --data FILE``.
+
+``gate fit`` checks a labelled file, fits the heads on the shipped utterances plus its
+examples, and stores the examples as ``$LLMROUTE_CACHE/gate/user-examples.jsonl``, which
+every later gate start fits on too. ``gate eval`` prints per-intent precision/recall/F1,
+macro-F1 and the confusion matrix, then ``RESULT {"macro_f1", "n", "per_intent"}`` last.
+Labels outside the configured intents are reported and skipped in both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from llmroute.config import Config
+from llmroute.gate.compress import compress, prompt_request
+from llmroute.gate.evaluate import report, score
+from llmroute.gate.examples import Example, read_labelled, user_examples_path
+from llmroute.gate.intents import INTENTS
+from llmroute.gate.semantic import SemanticGate
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register ``classify`` and ``gate {fit,eval}`` on the top-level subparsers."""
+    classify = sub.add_parser("classify", help="print the gate's Intent for a prompt")
+    classify.add_argument("text")
+    classify.add_argument("--config", type=Path)
+    gate = sub.add_parser("gate", help="fit or evaluate the semantic gate")
+    action = gate.add_subparsers(dest="gate_command", required=True)
+    for name, text in (("fit", "refit the heads with your labelled JSONL"),
+                       ("eval", "score the gate on a labelled JSONL")):
+        cmd = action.add_parser(name, help=text)
+        cmd.add_argument("--data", type=Path, required=True,
+                         help="one JSON object a line: prompt or messages, and intent")
+        cmd.add_argument("--config", type=Path)
+
+
+def run(config: Config, args: argparse.Namespace) -> int:
+    """Run a gate command; returns the exit code. Raises LLMRouteError for bad input."""
+    if args.command == "classify":
+        return classify(config, args.text)
+    if args.gate_command == "fit":
+        return fit(config, args.data)
+    return evaluate(config, args.data)
+
+
+def classify(config: Config, text: str) -> int:
+    """Print the Intent of ``text`` and the time the classification took."""
+    gate = SemanticGate(config.gate)
+    gate.load()
+    request = prompt_request(text)
+    t0 = time.perf_counter()
+    intent = gate.classify(request)
+    ms = (time.perf_counter() - t0) * 1000
+    print(json.dumps({"label": intent.label, "confidence": intent.confidence,
+                      "runners_up": intent.runners_up, "conflict": intent.conflict,
+                      "entropy": intent.entropy, "composite": intent.composite,
+                      "complexity": intent.complexity, "source": intent.source},
+                     ensure_ascii=False, indent=2))
+    print(f"classified in {ms:.2f} ms (compressed to {len(compress(request).text)} chars)")
+    return 0
+
+
+def known(config: Config, examples: Sequence[Example]) -> list[Example]:
+    """The examples whose label is a configured intent; the others are reported."""
+    labels = set(INTENTS) | set(config.gate.utterances)
+    unknown = Counter(e.intent for e in examples if e.intent not in labels)
+    for label, n in sorted(unknown.items()):
+        print(f"skipped {n} example(s) labelled {label!r}: not a configured intent")
+    return [e for e in examples if e.intent in labels]
+
+
+def fit(config: Config, data: Path) -> int:
+    """Store ``data``'s usable examples for the gate and fit once to check them."""
+    examples = known(config, read_labelled(data))
+    path = user_examples_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps({"messages": e.request.body["messages"],
+                                        "intent": e.intent}, ensure_ascii=False) + "\n"
+                            for e in examples), encoding="utf-8")
+    t0 = time.perf_counter()
+    model = SemanticGate(config.gate).load()
+    print(f"fitted {len(model.classes)} intents with {len(examples)} example(s) from {data} "
+          f"in {time.perf_counter() - t0:.1f} s; stored in {path} (used from the next start)")
+    return 0
+
+
+def evaluate(config: Config, data: Path) -> int:
+    """Score the gate on ``data``; the last line is ``RESULT {…}``."""
+    examples = known(config, read_labelled(data))
+    if not examples:
+        print('RESULT {"macro_f1": 0.0, "n": 0, "per_intent": {}}')
+        return 1
+    gate = SemanticGate(config.gate)
+    gate.load()
+    pred = [gate.classify(e.request).label for e in examples]
+    s = score([e.intent for e in examples], pred)
+    print(report(s))
+    per = {k: {"precision": round(p, 4), "recall": round(r, 4), "f1": round(f, 4), "n": n}
+           for k, (p, r, f, n) in s.per_intent.items()}
+    print("RESULT " + json.dumps({"macro_f1": round(s.macro_f1, 4), "n": s.n, "per_intent": per}))
+    return 0

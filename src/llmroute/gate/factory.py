@@ -1,0 +1,19 @@
+"""``make_gate(config)``: the gate the config's ``gate.kind`` asks for (no I/O)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from llmroute.config import Config
+from llmroute.gate.protocol import Gate
+from llmroute.gate.rules import RulesClassifier
+from llmroute.gate.semantic import SemanticGate
+
+
+def make_gate(config: Config) -> Gate:
+    """``SemanticGate`` (default; watches the config file for rule changes when it is one)
+    or ``RulesClassifier`` with the config's rules. Raises ConfigError for bad rules."""
+    if config.gate.kind == "rules":
+        return RulesClassifier(config.gate.rules)
+    source = Path(config.source)
+    return SemanticGate(config.gate, config_path=source if source.is_file() else None)

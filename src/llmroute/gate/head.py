@@ -1,0 +1,135 @@
+"""The gate's two classifier heads and their calibration.
+
+- ``NgramHead`` (first stage): hashed character 1–4-grams (``char_wb``, so Chinese, which has
+  no spaces, is read character by character) and word 1–2-grams, 2^18 buckets each
+  (scikit-learn's ``HashingVectorizer``, MurmurHash3), L2-normalised, then a one-vs-rest
+  linear SVM (liblinear; a multinomial logistic regression over 2^19 sparse columns takes
+  ~40 s to converge, the SVM 0.5 s at the same held-out F1). Predicts in ~0.2 ms.
+- ``EmbeddingHead`` (second opinion): the same one-vs-rest linear SVM over MiniLM sentence
+  embeddings (384 floats, L2-normalised).
+
+Both are calibrated by **temperature scaling** (Guo et al., 2017, "On Calibration of Modern
+Neural Networks"): ``T`` minimises the negative log-likelihood of 5-fold out-of-fold logits
+over a geometric grid of 0.3–4.0. The floor of 0.3 matters: calibrated on folds of
+the utterances alone, the n-gram head picks T ≈ 0.1 and is then certain, and wrong, on
+prompts unlike the utterances (templated tasks, long documents), and ``probs = softmax(logits / T)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import sklearn
+from scipy import sparse
+from sklearn.feature_extraction.text import HashingVectorizer
+from sklearn.model_selection import StratifiedKFold
+from sklearn.svm import LinearSVC
+
+from llmroute.errors import ConfigError
+
+N_FEATURES = 2**18
+C_NGRAM = 1.0
+C_EMBED = 0.3
+FOLDS = 5
+TEMPERATURES = np.geomspace(0.3, 4.0, 24)
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise softmax of an ``(n, k)`` array, max-shifted (cannot overflow)."""
+    z = logits - logits.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def best_temperature(logits: np.ndarray, y: np.ndarray) -> float:
+    """The grid temperature minimising mean NLL of ``softmax(logits / T)`` at labels ``y``."""
+    def nll(t: float) -> float:
+        p = softmax(logits / t)[np.arange(len(y)), y]
+        return float(-np.log(np.clip(p, 1e-12, 1.0)).mean())
+    return float(min(TEMPERATURES, key=nll))
+
+
+def _check(labels: Sequence[str]) -> list[str]:
+    classes = sorted(set(labels))
+    if len(classes) < 2:
+        raise ConfigError("gate: fitting needs examples of at least two intents")
+    return classes
+
+
+class _Calibrated:
+    """A linear SVM with class names and a temperature; subclasses featurise."""
+
+    C = 10.0
+
+    def __init__(self) -> None:
+        self.classes: list[str] = []
+        self.temperature = 1.0
+        self._model: LinearSVC | None = None
+
+    def features(self, items: Sequence[object]) -> object:
+        """The design matrix for ``items`` (subclasses)."""
+        raise NotImplementedError
+
+    def fit(self, items: Sequence[object], labels: Sequence[str]) -> _Calibrated:
+        """Fit on ``items`` with intent ``labels`` and calibrate. Raises ConfigError when
+        fewer than two intents are given. Returns self."""
+        self.classes = _check(labels)
+        y = np.array([self.classes.index(label) for label in labels])
+        x = self.features(items)
+        self.temperature = self._calibrate(x, y)
+        self._model = self._new().fit(x, y)
+        return self
+
+    def _new(self) -> LinearSVC:
+        return LinearSVC(C=self.C)
+
+    def _calibrate(self, x: object, y: np.ndarray) -> float:
+        folds = min(FOLDS, int(np.bincount(y).min()))
+        if folds < 2:
+            return 1.0
+        logits = np.zeros((len(y), len(self.classes)))
+        for train, test in StratifiedKFold(folds, shuffle=True, random_state=0).split(
+                np.zeros(len(y)), y):
+            model = self._new().fit(x[train], y[train])  # type: ignore[index]
+            logits[test] = model.decision_function(x[test])  # type: ignore[index]
+        return best_temperature(logits, y)
+
+    def proba(self, items: Sequence[object]) -> np.ndarray:
+        """Calibrated probabilities ``(len(items), len(classes))``, columns in ``classes``."""
+        assert self._model is not None, "fit() first"
+        with sklearn.config_context(assume_finite=True, skip_parameter_validation=True):
+            x = self.features(items)
+        # LinearSVC's decision function, x·Wᵀ + b, without its per-call input validation
+        logits = np.asarray(x @ self._model.coef_.T) + self._model.intercept_
+        return softmax(logits / self.temperature)
+
+
+class NgramHead(_Calibrated):
+    """First stage over compressed texts (see the module docstring)."""
+
+    C = C_NGRAM
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._chars = HashingVectorizer(analyzer="char_wb", ngram_range=(1, 4),
+                                        n_features=N_FEATURES, alternate_sign=False)
+        self._words = HashingVectorizer(analyzer="word", ngram_range=(1, 2),
+                                        n_features=N_FEATURES, alternate_sign=False,
+                                        token_pattern=r"(?u)\b\w+\b")
+
+    def features(self, items: Sequence[object]) -> sparse.csr_matrix:
+        """Sparse ``(n, 2·2^18)`` hashed n-gram counts, each half L2-normalised."""
+        texts = [str(t) for t in items]
+        return sparse.hstack([self._chars.transform(texts), self._words.transform(texts)],
+                             format="csr")
+
+
+class EmbeddingHead(_Calibrated):
+    """Second opinion over sentence embeddings ``(n, 384)`` float32 rows."""
+
+    C = C_EMBED
+
+    def features(self, items: Sequence[object]) -> np.ndarray:
+        """The embeddings as one ``(n, d)`` array."""
+        return np.asarray(items, dtype=np.float32)

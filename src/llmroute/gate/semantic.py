@@ -1,0 +1,213 @@
+"""The semantic gate: n-gram first stage, MiniLM second opinion, rules as overrides.
+
+Per request (docs/gate.md):
+
+1. ``compress`` the request; nothing to classify → ``nothing_intent`` (chat, confidence 0);
+2. the LRU + TTL cache, keyed by ``Compressed.key``, may already hold the model's answer;
+3. first stage: ``NgramHead`` probabilities × structure priors (source ``fast``);
+4. when the top probability is below ``second_opinion_below`` and the encoder is loaded,
+   MiniLM embeds the latest turn (micro-batched in a worker thread for ``classify_async``,
+   inline for ``classify``) and the two opinions are combined (source ``fast+encoder``);
+5. config rule overrides (hot-reloaded) are applied last (source gains ``+rule``);
+6. complexity from ``complexity.ComplexityScorer`` over the compressed text (so a 1 MB prompt
+   costs what a 1 kB one does), with the request's token count for length.
+
+Until ``start()`` has fitted the heads (in a worker thread), and if anything fails, the
+verdict comes from ``RulesClassifier`` (source ``rules``): the gate never raises into the
+request path and never blocks the event loop on a model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import structlog
+from cachetools import TTLCache
+
+from llmroute.config import GateConfig
+from llmroute.errors import LLMRouteError
+from llmroute.gate.batcher import MicroBatcher
+from llmroute.gate.complexity import ComplexityScorer
+from llmroute.gate.compress import Compressed, compress
+from llmroute.gate.examples import shipped_utterances, user_examples, with_extras
+from llmroute.gate.export import ensure_exported
+from llmroute.gate.intents import INTENTS
+from llmroute.gate.model import GateModel, build_model
+from llmroute.gate.overrides import RuleOverrides
+from llmroute.gate.rules import RulesClassifier
+from llmroute.gate.verdict import (
+    combine,
+    first_stage,
+    make_intent,
+    nothing_intent,
+    override,
+)
+from llmroute.types import ChatRequest, Intent
+
+_log = structlog.get_logger("llmroute.gate")
+CLOSE_TIMEOUT_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Scored:
+    """The model's (cacheable) answer: probabilities, complexity and source."""
+
+    probs: np.ndarray
+    complexity: float
+    source: str
+
+
+class SemanticGate:
+    """The default ``Classifier`` (see the module docstring); also ``classify_async``.
+
+    ``examples`` (default: the shipped utterances plus ``cfg.utterances``) are what the heads
+    fit on; ``encoder_folder`` overrides the exported model's folder (default: export on
+    first start, cached); ``config_path`` is watched for rule changes once started; ``clock``
+    (seconds) drives the cache's TTL; ``model`` is an already fitted ``GateModel`` to use
+    instead of fitting (``load`` then only adopts it). Construction does no I/O and raises ConfigError for bad
+    override rules.
+    """
+
+    def __init__(self, cfg: GateConfig, *, examples: Sequence[tuple[str, str]] | None = None,
+                 encoder_folder: Path | None = None, config_path: Path | None = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 model: GateModel | None = None) -> None:
+        self.cfg = cfg
+        self._examples = examples
+        self._folder = encoder_folder
+        self._config_path = config_path
+        labels = tuple(dict.fromkeys([*INTENTS, *cfg.utterances]))
+        self.overrides = RuleOverrides(cfg.rules, labels)
+        self._rules = RulesClassifier()
+        self._complexity = ComplexityScorer()
+        self._cache: TTLCache[str, _Scored] = TTLCache(max(cfg.cache_size, 1), cfg.cache_ttl_s,
+                                                       timer=clock)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llmroute-gate")
+        self._batcher: MicroBatcher | None = None
+        self._watch: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self.model: GateModel | None = None
+        self._preset = model
+
+    @property
+    def ready(self) -> bool:
+        """True once the heads are fitted."""
+        return self.model is not None
+
+    def load(self) -> GateModel:
+        """Fit the heads and load the encoder (exporting it once, cached). Blocking; a failed
+        encoder leaves the first stage alone. Raises ConfigError for unusable examples."""
+        if self._preset is not None:
+            self.model = self._preset
+            return self.model
+        examples = self._examples or with_extras(
+            [*shipped_utterances(), *user_examples()], self.cfg.utterances)
+        folder = self._folder
+        if folder is None and self.cfg.encoder:
+            try:
+                folder = ensure_exported()
+            except LLMRouteError as err:
+                _log.warning("gate encoder unavailable; first stage only", error=err.message)
+        self.model = build_model(examples, folder)
+        return self.model
+
+    async def start(self) -> None:
+        """Fit and load in the gate's worker thread, then watch the config for rule changes."""
+        model = await asyncio.get_running_loop().run_in_executor(self._executor, self.load)
+        if model.encoder is not None:
+            self._batcher = MicroBatcher(model.encoder.encode, max_wait_ms=self.cfg.max_wait_ms,
+                                         max_batch=self.cfg.max_batch, executor=self._executor)
+        if self._config_path is not None:
+            self._stop = asyncio.Event()
+            self._watch = asyncio.create_task(
+                self.overrides.watch(self._config_path, stop=self._stop))
+
+    async def close(self) -> None:
+        """Stop watching and release the worker thread."""
+        if self._watch is not None:
+            self._stop.set()
+            done, _ = await asyncio.wait({self._watch}, timeout=CLOSE_TIMEOUT_S)
+            if not done:
+                self._watch.cancel()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def classify(self, request: ChatRequest) -> Intent:
+        """The request's ``Intent``, synchronously (the encoder, when asked, runs inline).
+        Never raises."""
+        try:
+            c = compress(request)
+            if c.empty or self.model is None:
+                return self._early(c, request)
+            scored = self._cache.get(c.key) or self._first(c, request)
+            if isinstance(scored, _Scored):
+                return self._finish(c, scored)
+            return self._finish(c, self._second(c, scored, self._embed_now(c)))
+        except Exception as err:  # noqa: BLE001 - logged; the request path must get a verdict
+            return self._fallback(request, err)
+
+    async def classify_async(self, request: ChatRequest) -> Intent:
+        """``classify`` with the encoder micro-batched in the worker thread. Never raises."""
+        try:
+            c = compress(request)
+            if c.empty or self.model is None:
+                return self._early(c, request)
+            scored = self._cache.get(c.key) or self._first(c, request)
+            if isinstance(scored, _Scored):
+                return self._finish(c, scored)
+            embedding = await self._batcher.submit(c.latest) if self._batcher else None
+            return self._finish(c, self._second(c, scored, embedding))
+        except Exception as err:  # noqa: BLE001 - logged; the request path must get a verdict
+            return self._fallback(request, err)
+
+    def _early(self, c: Compressed, request: ChatRequest) -> Intent:
+        """Nothing to classify → the documented default; not started yet → the rules."""
+        return nothing_intent("semantic") if c.empty else self._rules.classify(request)
+
+    def _first(self, c: Compressed, request: ChatRequest) -> _Scored | tuple[_Scored, ChatRequest]:
+        """First stage; returns the final answer, or ``(first, request)`` to ask the encoder."""
+        assert self.model is not None
+        scores = self._rules.scores(request, c.text)
+        p = first_stage(self.model.fast_proba(c.text), scores, self.model.classes, c)
+        level = self._complexity.score(c.text, request.prompt_tokens, scores, c.turns)
+        scored = _Scored(p, level, "fast")
+        if p.max() >= self.cfg.second_opinion_below or self.model.encoder is None:
+            self._cache[c.key] = scored
+            return scored
+        return scored, request
+
+    def _second(self, c: Compressed, first: tuple[_Scored, ChatRequest],
+                embedding: np.ndarray | None) -> _Scored:
+        scored = first[0]
+        if embedding is None or self.model is None or self.model.embed is None:
+            return scored
+        p_enc = self.model.encoder_proba(embedding)
+        final = _Scored(combine(scored.probs, p_enc, c.cjk), scored.complexity, "fast+encoder")
+        self._cache[c.key] = final
+        return final
+
+    def _embed_now(self, c: Compressed) -> np.ndarray | None:
+        encoder = self.model.encoder if self.model else None
+        return encoder.encode([c.latest])[0] if encoder else None
+
+    def _finish(self, c: Compressed, scored: _Scored) -> Intent:
+        assert self.model is not None
+        p, source = scored.probs, scored.source
+        rule = self.overrides.match(c.text)
+        if rule is not None and rule in self.model.classes:
+            p, source = override(p, self.model.classes, rule), source + "+rule"
+        return make_intent(p, self.model.classes, scored.complexity, source,
+                           self.cfg.composite_margin)
+
+    def _fallback(self, request: ChatRequest, err: Exception) -> Intent:
+        _log.warning("gate model failed; rules verdict", error=repr(err))
+        try:
+            return self._rules.classify(request)
+        except Exception as again:  # noqa: BLE001 - logged; last resort: the documented default
+            _log.error("gate rules failed", error=repr(again))
+            return nothing_intent("rules")

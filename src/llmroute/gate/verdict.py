@@ -1,0 +1,96 @@
+"""From class probabilities to an ``Intent``: structure priors, combining two opinions, rule
+overrides, and the verdict's confidence, runners-up, entropy, conflict and composite flag.
+
+- **first stage**: ``log p ∝ log p_ngram + RULES_WEIGHT · log p_rules + boosts``, where
+  ``p_rules`` is the rules classifier's softmax over its keyword/structure scores (strong on
+  templated and long prompts, where the n-gram head, fitted on short utterances, is weak)
+  and the structure boosts are: tools in the request → ``tool_call`` +3; fenced code →
+  ``code`` +1; ≥ 3 user turns → ``chat`` +0.5 (the utterances are single prompts without
+  tools, so the heads cannot learn these).
+- **second opinion**: ``log p' = log p + w · log p_encoder`` with
+  ``w = ENCODER_WEIGHT · (1 − cjk)``: the English-only MiniLM counts for less the more of the
+  text is Chinese/Japanese/Korean.
+- **override**: a config rule for intent R gives ``p' = ½·p + ½·onehot(R)``, so R wins and
+  the model's runners-up are kept.
+- **verdict**: confidence = top probability; runners-up = the next three; conflict =
+  ``clip(1 − (p1 − p2), 0, 1)``; entropy in bits; composite = both top labels when
+  ``p2 ≥ COMPOSITE_MIN`` and ``p1 − p2 ≤ margin``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from llmroute.gate.compress import Compressed
+from llmroute.gate.head import softmax
+from llmroute.gate.intents import DEFAULT_INTENT
+from llmroute.types import Intent
+
+TOOLS_BOOST = 3.0
+FENCE_BOOST = 1.0
+MULTI_TURN_BOOST = 0.5
+MULTI_TURN_MIN = 3
+ENCODER_WEIGHT = 0.5
+RULES_WEIGHT = 1.0
+COMPOSITE_MIN = 0.25
+RUNNERS_UP = 3
+
+
+def first_stage(p_fast: np.ndarray, rules_scores: Mapping[str, float],
+                classes: Sequence[str], c: Compressed) -> np.ndarray:
+    """First-stage probabilities over ``classes`` (module docstring); sums to 1."""
+    raw = np.array([rules_scores.get(k, 0.0) for k in classes])
+    log_rules = raw - raw.max() - np.log(np.exp(raw - raw.max()).sum())
+    logp = np.log(np.clip(p_fast, 1e-9, None)) + RULES_WEIGHT * log_rules
+    for label, on, value in (("tool_call", c.has_tools, TOOLS_BOOST),
+                             ("code", c.code_blocks > 0, FENCE_BOOST),
+                             ("chat", c.turns >= MULTI_TURN_MIN, MULTI_TURN_BOOST)):
+        if on and label in classes:
+            logp[list(classes).index(label)] += value
+    return softmax(logp[None, :])[0]
+
+
+def combine(p_first: np.ndarray, p_encoder: np.ndarray, cjk: float) -> np.ndarray:
+    """The second opinion folded in log-linearly, its weight shrinking with ``cjk`` (0–1)."""
+    w = ENCODER_WEIGHT * (1.0 - min(max(cjk, 0.0), 1.0))
+    logp = np.log(np.clip(p_first, 1e-9, None)) + w * np.log(np.clip(p_encoder, 1e-9, None))
+    return softmax(logp[None, :])[0]
+
+
+def override(p: np.ndarray, classes: Sequence[str], label: str) -> np.ndarray:
+    """``½·p + ½·onehot(label)``: the rule's intent wins, the model's order is kept below."""
+    one = np.zeros(len(classes))
+    one[list(classes).index(label)] = 1.0
+    return 0.5 * p + 0.5 * one
+
+
+def entropy_bits(p: np.ndarray) -> float:
+    """Shannon entropy of ``p`` in bits (0 for a one-hot distribution)."""
+    q = p[p > 0]
+    return float(-(q * np.log2(q)).sum())
+
+
+def make_intent(p: np.ndarray, classes: Sequence[str], complexity: float, source: str,
+                margin: float) -> Intent:
+    """The ``Intent`` for probabilities ``p`` over ``classes`` (ties → earlier class)."""
+    order = sorted(range(len(classes)), key=lambda i: (-p[i], i))
+    p1, p2 = float(p[order[0]]), float(p[order[1]]) if len(order) > 1 else 0.0
+    close = len(order) > 1 and p2 >= COMPOSITE_MIN and p1 - p2 <= margin
+    return Intent(
+        label=classes[order[0]],
+        confidence=round(p1, 4),
+        runners_up=tuple((classes[i], round(float(p[i]), 4)) for i in order[1:1 + RUNNERS_UP]),
+        conflict=round(min(max(1.0 - (p1 - p2), 0.0), 1.0), 4),
+        complexity=complexity,
+        source=source,
+        entropy=round(entropy_bits(p), 4),
+        composite=(classes[order[0]], classes[order[1]]) if close else (),
+    )
+
+
+def nothing_intent(source: str) -> Intent:
+    """The documented verdict when there is nothing to classify (no user text): the default
+    intent ``chat`` with confidence 0, complexity 0.1."""
+    return Intent(label=DEFAULT_INTENT, confidence=0.0, complexity=0.1, source=source)

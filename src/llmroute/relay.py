@@ -1,0 +1,275 @@
+"""The fused relay: one client stream across backends (legs).
+
+A streamed answer is a chain of *legs*, one per backend. The fuse (``fuse/monitor.py``)
+watches every chunk and failure of the current leg; on a handoff the leg's upstream request
+is closed and the next candidate continues the text already streamed (``fuse/handoff.py``),
+while the seam (``fuse/seam.py``) keeps the client's stream one unbroken answer: same chunk
+``id``, no text lost or repeated, the handoffs listed in the final chunk. A tool call in
+flight is never continued by another engine: a failure then ends the stream with an error
+event, and an entropy trigger is ignored until the call is finished. When no backend can
+continue, the stream ends with an OpenAI-shaped error event, never a fake clean stop.
+Every handoff and dead end is counted (``observe/metrics.py``) and stored
+(``observe/fuse_events.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import structlog
+
+from llmroute.anchor.capability import capabilities_of
+from llmroute.backends.capabilities import capabilities
+from llmroute.backends.client import Chunk, UpstreamStream
+from llmroute.backends.sse import DONE
+from llmroute.errors import (
+    BackendError,
+    LLMRouteError,
+    NoBackendAvailable,
+    UpstreamProtocolError,
+    to_openai,
+)
+from llmroute.fuse.entropy import chunk_entropies
+from llmroute.fuse.handoff import can_continue, echoed_text, leg_body
+from llmroute.fuse.monitor import Fuse
+from llmroute.fuse.retry import failure_reason
+from llmroute.fuse.seam import Seam, client_top_logprobs
+from llmroute.observe.fuse_events import FuseEvent
+from llmroute.runtime import Runtime
+from llmroute.types import Backend, ChatRequest, FuseVerdict, RoutePlan, StreamEvent
+
+if TYPE_CHECKING:
+    from llmroute.dispatch import Attempt, Budget
+
+log = structlog.get_logger("llmroute.relay")
+Opened = tuple[UpstreamStream, AsyncIterator[Chunk], Chunk]
+Failover = Callable[[Runtime, RoutePlan, "Budget", Callable[[Backend], Awaitable[Opened]]],
+                    Awaitable[tuple["Attempt", Opened]]]
+_WARM_DROPS = ("stream", "stream_options", "max_tokens", "max_completion_tokens", "logprobs",
+               "top_logprobs")
+
+
+@dataclass
+class _Leg:
+    """One backend's part of a streamed answer; ``end`` settles its accounting once."""
+
+    attempt: Attempt
+    upstream: UpstreamStream
+    chunks: AsyncIterator[Chunk]
+    first: Chunk | None
+    fuse: Fuse
+    ttft_s: float
+    done: bool = False
+
+    def end(self, err: BaseException | None, ok: bool = False) -> None:
+        """Close the upstream request and record how the leg ended."""
+        if self.done:
+            return
+        self.done = True
+        self.upstream.close()
+        if ok:
+            self.attempt.succeed(self.ttft_s)
+        else:
+            self.attempt.fail(err if isinstance(err, BackendError) else None)
+
+
+class Relay:
+    """The client's stream for one request across legs (see the module docstring).
+
+    ``failover`` is dispatch's ``with_failover`` (each leg opens with pre-first-byte
+    failover inside the request's one ``budget``).
+    """
+
+    def __init__(self, rt: Runtime, request: ChatRequest, plan: RoutePlan, budget: Budget,
+                 failover: Failover):
+        self.rt, self.request, self.plan, self.budget = rt, request, plan, budget
+        self._failover = failover
+        self.seam = Seam(request.endpoint, client_top_logprobs(request.endpoint, request.body))
+        self.leg: _Leg | None = None
+        self._warm: asyncio.Task[None] | None = None
+        self._warmed_at: int | None = None  # seam.tokens when the last warm-up began
+        self._tail: dict[str, Any] | None = None  # a held-back terminal chunk
+
+    async def open_leg(self) -> _Leg:
+        """Open the next backend's stream (with failover) up to its first chunk."""
+        async def call(backend: Backend) -> tuple[UpstreamStream, AsyncIterator[Chunk], Chunk]:
+            upstream = await self.rt.client.stream(backend, self.request.endpoint,
+                                                   self._body(backend), self.request.request_id)
+            chunks = aiter(upstream)
+            try:
+                return upstream, chunks, await _first(chunks, backend)
+            except BaseException:
+                upstream.close()
+                raise
+
+        attempt, (upstream, chunks, first) = await self._failover(self.rt, self.plan,
+                                                                  self.budget, call)
+        self.leg = _Leg(attempt, upstream, chunks, first, self._fuse(attempt.backend),
+                        self.rt.clock() - attempt.started)
+        return self.leg
+
+    async def stream(self) -> AsyncIterator[bytes]:
+        """The client's SSE bytes; closing it (client gone) closes the upstream request."""
+        self._prewarm()
+        try:
+            while self.leg is not None:
+                async for data in self._drain(self.leg):
+                    yield data
+            yield self._flush(last=True) + DONE
+        except LLMRouteError as err:
+            yield self._flush(last=True) + error_event(err)
+        finally:
+            if self._warm is not None:
+                self._warm.cancel()
+            if self.leg is not None:
+                self.leg.end(None)
+
+    def _prewarm(self) -> None:
+        """With ``fuse.prewarm``, keep the next candidate's prompt cache close behind the
+        stream: send it the conversation plus the text so far as a continuation (one output
+        token, not streamed) when the stream starts and again once ``fuse.prewarm_tokens``
+        more tokens have streamed (one warm-up at a time). A handoff's continuation then
+        prefills only the last few tokens. Costs the fallback a prefill of every streamed
+        token, in batches."""
+        cfg, req = self.rt.config.fuse, self.request
+        busy = self._warm is not None and not self._warm.done()
+        due = self._warmed_at is None or self.seam.tokens - self._warmed_at >= cfg.prewarm_tokens
+        nxt = self.budget.peek()
+        if not cfg.prewarm or req.endpoint != "chat" or busy or not due or nxt is None:
+            return
+        self._warmed_at = self.seam.tokens
+        body = leg_body(req.body, req.endpoint, capabilities(nxt.backend.engine),
+                        self.seam.text, self.seam.tokens, None)
+        body = {k: v for k, v in body.items() if k not in _WARM_DROPS}
+        self._warm = asyncio.ensure_future(self._warm_up(nxt.backend, {
+            **body, "stream": False, "max_tokens": 1}))
+
+    async def _warm_up(self, backend: Backend, body: dict[str, Any]) -> None:
+        try:
+            await self.rt.client.complete(backend, "chat", body,
+                                          self.request.request_id + "-warm")
+        except BackendError as err:
+            log.info("prewarm_failed", backend=backend.id, error=err.message)
+
+    async def _drain(self, leg: _Leg) -> AsyncIterator[bytes]:
+        """Relay ``leg`` until it ends (``self.leg`` becomes None) or hands off (``self.leg``
+        becomes the next leg). Raises LLMRouteError when nothing can continue."""
+        while True:
+            try:
+                chunk = leg.first or await anext(leg.chunks, None)
+            except BackendError as err:
+                await self._broken(leg, err)
+                return
+            leg.first = None
+            leg.attempt.output_tokens += 1 if chunk is not None else 0
+            if chunk is None:
+                leg.end(None, ok=True)
+                self.leg = None
+                return
+            verdict = leg.fuse.observe(StreamEvent(chunk_entropies(chunk.obj)))
+            if verdict.handoff and self._can_continue():
+                await self._hand_off(leg, verdict, None)
+                return
+            out = self.seam.rewrite(chunk.obj, self.rt.clock())
+            if out is not None:
+                data = self._flush(last=False)
+                if Seam.terminal(out):
+                    self._tail = out
+                else:
+                    data += _sse(out)
+                if data:
+                    yield data
+                self._prewarm()
+
+    async def _broken(self, leg: _Leg, err: BackendError) -> None:
+        """``leg`` failed mid-stream: hand off, unless its answer was already complete (a
+        terminal chunk is held back), when only the ``[DONE]`` was lost."""
+        if self._tail is not None:
+            leg.end(None, ok=True)
+            self.leg = None
+            return
+        verdict = leg.fuse.observe(StreamEvent(failure=failure_reason(err)))
+        await self._hand_off(leg, verdict, err)
+
+    def _flush(self, last: bool) -> bytes:
+        """The held-back terminal chunk as SSE (with the ``llmroute`` field when ``last``),
+        or ``b""``."""
+        tail, self._tail = self._tail, None
+        if tail is None:
+            return b""
+        return _sse(self.seam.finish(tail) if last else tail)
+
+    def _can_continue(self) -> bool:
+        return not self.seam.tool_in_flight and not self.budget.exhausted
+
+    async def _hand_off(self, leg: _Leg, verdict: FuseVerdict, err: BackendError | None
+                        ) -> None:
+        """Stop ``leg`` and open the next one; raises the failure when nothing is left."""
+        leg.end(err)
+        old = leg.attempt.backend
+        if not self._can_continue() or not can_continue(self.request.body,
+                                                        self.request.endpoint, self.seam.text):
+            await self._record(old, verdict, None)
+            raise err or NoBackendAvailable("no backend can continue this answer")
+        try:
+            new = await self.open_leg()
+        except LLMRouteError:
+            self.leg = None
+            await self._record(old, verdict, None)
+            raise
+        self.seam.hand_off({"from": old.id, "to": new.attempt.backend.id,
+                            "reason": verdict.reason},
+                           self._echo(new.attempt.backend))
+        await self._record(old, verdict, new.attempt.backend)
+
+    async def _record(self, backend: Backend, verdict: FuseVerdict,
+                      to: Backend | None) -> None:
+        kind = "handoff" if to is not None else "dead_end"
+        reason = verdict.reason or "unknown"
+        counter = self.rt.metrics.handoffs if to is not None else self.rt.metrics.dead_ends
+        counter.labels(backend.id, reason).inc()
+        log.warning("fuse_" + kind, backend=backend.id, to=to.id if to else None,
+                    reason=reason, at_token=self.seam.tokens)
+        await self.rt.fuse_events.add(FuseEvent(
+            self.rt.wall_clock(), self.request.request_id, backend.id, reason, kind,
+            self.seam.tokens, verdict.window, to.id if to else None))
+
+    def _body(self, backend: Backend) -> dict[str, Any]:
+        req = self.request
+        top = self.rt.config.fuse.top_logprobs if self._armed(backend) else None
+        return leg_body(req.body, req.endpoint, capabilities(backend.engine),
+                        self.seam.text, self.seam.tokens, top)
+
+    def _echo(self, backend: Backend) -> str:
+        if not capabilities(backend.engine).echoes_prefix:
+            return ""
+        return echoed_text(self.request.body, self.request.endpoint, self.seam.text)
+
+    def _armed(self, backend: Backend) -> bool:
+        return (self.rt.config.fuse.enabled and self.request.endpoint == "chat"
+                and "logprobs" in capabilities_of(backend))
+
+    def _fuse(self, backend: Backend) -> Fuse:
+        armed = self._armed(backend)
+        return Fuse(self.rt.config.fuse.for_pool(backend.pool) if armed else None)
+
+
+async def _first(chunks: AsyncIterator[Chunk], backend: Backend) -> Chunk:
+    try:
+        return await anext(chunks)
+    except StopAsyncIteration:
+        raise UpstreamProtocolError(f"{backend.id}: stream ended before any chunk",
+                                    backend_id=backend.id) from None
+
+
+def _sse(obj: dict[str, Any]) -> bytes:
+    return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+def error_event(err: LLMRouteError) -> bytes:
+    """An in-stream OpenAI-shaped error event."""
+    return b"data: " + orjson.dumps(to_openai(err)[1]) + b"\n\n"

@@ -1,0 +1,100 @@
+"""The contract every registered plugin keeps (DESIGN.md §4), checked for all of them:
+
+- Scorer: returns ``{backend_id: score}`` over a subset of the candidates, every score a
+  finite number in [0, 1], whatever signals are present, stale or absent.
+- Picker: returns every key exactly once (non-empty when the input is).
+- Filter: returns a subset of the candidates in their given order.
+- Source (parser): any text gives an ``EngineSignals`` whose ``missing`` names exactly the
+  expected signals that are None; nothing raises.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from fakes.anchor_ctx import context, request
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llmroute.anchor.registry import Deps, register_builtins
+from llmroute.anchor.sources.dcgm import parse_dcgm
+from llmroute.anchor.sources.llamacpp import parse_llamacpp_metrics, parse_llamacpp_slots
+from llmroute.anchor.sources.ollama import parse_ollama_ps
+from llmroute.anchor.sources.sglang import parse_sglang_metrics
+from llmroute.anchor.sources.signals import SIGNALS, EngineSignals
+from llmroute.anchor.sources.vllm import parse_vllm_metrics
+from llmroute.types import Backend, BackendStats, Intent
+
+REG = register_builtins()
+IDS = ["a", "b", "c", "d"]
+CANDS = [Backend(i, "p" if i < "c" else "q", e, f"http://{i}", "m", 2048)
+         for i, e in zip(IDS, ["vllm", "llamacpp", "ollama", "openai"])]
+
+maybe_frac = st.none() | st.floats(0, 1)
+maybe_count = st.none() | st.integers(0, 10_000)
+engine_signals = st.builds(
+    EngineSignals, taken_at=st.floats(0, 100), source=st.just("t"), running=maybe_count,
+    waiting=maybe_count, kv_cache_usage=maybe_frac, idle_slots=maybe_count,
+    total_slots=maybe_count, gpu_mem_used_bytes=maybe_count, gpu_mem_free_bytes=maybe_count,
+    gpu_util=maybe_frac)
+maybe_ms = st.none() | st.floats(0, 1e6)
+backend_stats = st.builds(
+    BackendStats, backend_id=st.just("x"), in_flight=st.integers(0, 1000),
+    ttft_p95_ms=maybe_ms, ttft_baseline_ms=maybe_ms, latency_p95_ms=maybe_ms,
+    latency_baseline_ms=maybe_ms, window_error_rate=maybe_frac,
+    output_tps=st.none() | st.floats(0, 1e5))
+snapshots = st.tuples(st.dictionaries(st.sampled_from(IDS), backend_stats),
+                      st.dictionaries(st.sampled_from(IDS), engine_signals))
+intents = st.builds(Intent, label=st.sampled_from(["code", "chat", "math"]),
+                    confidence=st.floats(0, 1), complexity=st.floats(0.1, 5.0))
+
+
+@pytest.mark.parametrize("name", sorted(REG.scorers))
+@settings(max_examples=40, deadline=None)
+@given(snap=snapshots, intent=intents, text=st.text(max_size=600))
+def test_scorer_contract(name, snap, intent, text):
+    scorer = REG.scorer(name, Deps())
+    ctx = context(snap[0], snap[1], req=request(text), intent=intent, now=50.0)
+    scored = scorer.score(ctx, CANDS)
+    assert set(scored) <= set(IDS)
+    assert all(math.isfinite(v) and 0.0 <= v <= 1.0 for v in scored.values()), scored
+
+
+@pytest.mark.parametrize("name", sorted(REG.pickers))
+@given(st.dictionaries(st.sampled_from(IDS), st.floats(-2, 2), min_size=1))
+def test_picker_contract(name, scored):
+    order = REG.picker(name, Deps()).pick(scored)
+    assert sorted(order) == sorted(scored) and len(order) == len(scored)
+
+
+@pytest.mark.parametrize("name", sorted(REG.filters))
+@settings(max_examples=40, deadline=None)
+@given(snap=snapshots, prompt=st.integers(0, 3000), tools=st.booleans(),
+       logprobs=st.booleans())
+def test_filter_contract(name, snap, prompt, tools, logprobs):
+    req = request(prompt_tokens=prompt, body={"logprobs": logprobs}, has_tools=tools)
+    kept = REG.filter(name, Deps()).filter(context(*snap, req=req), CANDS)
+    positions = [CANDS.index(b) for b in kept]
+    assert positions == sorted(positions)
+
+
+PARSERS = {"vllm": parse_vllm_metrics, "sglang": parse_sglang_metrics,
+           "llamacpp-metrics": parse_llamacpp_metrics, "llamacpp-slots": parse_llamacpp_slots,
+           "ollama": parse_ollama_ps, "dcgm": parse_dcgm}
+PROM_LIKE = st.lists(st.sampled_from([
+    "vllm:num_requests_waiting 3\n", "sglang:num_queue_reqs{tp_rank=\"0\"} NaN\n",
+    "llamacpp:requests_processing -1\n", "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 140\n",
+    "# TYPE x histogram\n", "x_bucket{le=\"0.1\"} 5\n", "x_bucket{le=\"+Inf\"} 2\n",
+    "{\"models\": [{\"name\": 1}]}", "[{\"is_processing\": true}]", "garbage {{\n"]),
+    max_size=6).map("".join)
+
+
+@pytest.mark.parametrize("name", sorted(PARSERS))
+@given(text=st.text(max_size=300) | PROM_LIKE)
+def test_source_contract(name, text):
+    got = PARSERS[name](text, 1.0)
+    assert isinstance(got, EngineSignals) and got.taken_at == 1.0
+    for n in got.missing:
+        assert getattr(got, n) is None
+    assert set(got.missing) <= set(SIGNALS)

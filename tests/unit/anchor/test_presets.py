@@ -1,0 +1,62 @@
+"""Presets and the plugin registry: names, merging, picker override, errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmroute.anchor.presets import FILTERS, build_profile, presets, resolve
+from llmroute.anchor.registry import Deps, register_builtins
+from llmroute.config import AnchorConfig
+from llmroute.errors import ConfigError
+
+SCORERS = {"queue-depth", "kv-cache", "free-vram", "gpu-util", "in-flight", "latency",
+           "error-rate", "throughput", "prefix-affinity", "intent-fit", "health"}
+
+
+def test_builtins_are_registered_by_kebab_case_name():
+    reg = register_builtins()
+    assert set(reg.scorers) == SCORERS
+    assert set(reg.pickers) == {"argmax", "p2c", "softmax", "round-robin"}
+    assert set(reg.filters) == set(FILTERS)
+    for name in SCORERS:
+        assert reg.scorer(name, Deps()).name == name
+
+
+def test_registry_names_unknown_plugins():
+    reg = register_builtins()
+    with pytest.raises(ConfigError, match="unknown scorer 'vibes'.*queue-depth"):
+        reg.scorer("vibes", Deps())
+
+
+@pytest.mark.parametrize("name,weights,picker", [
+    ("seed-000", {"free-vram": 0.4, "gpu-util": 0.3, "latency": 0.2, "queue-depth": -0.1},
+     "argmax"),
+    ("seed-001", {"free-vram": 0.3, "latency": 0.25, "error-rate": 0.2, "throughput": 0.15,
+                  "health": 0.1}, "argmax"),
+    ("least-in-flight", {"in-flight": 1.0}, "argmax"),
+    ("round-robin", {}, "round-robin"),
+], ids=["seed-000", "seed-001", "least-in-flight", "round-robin"])
+def test_preset_definitions(name, weights, picker):
+    p = presets()[name]
+    assert dict(p.weights) == weights and p.picker == picker
+
+
+def test_config_weights_merge_over_the_preset_and_zero_removes():
+    cfg = AnchorConfig(preset="default", scorers={"latency": 0, "prefix-affinity": 0.2},
+                       picker="softmax")
+    p = resolve(cfg)
+    assert "latency" not in dict(p.weights)
+    assert dict(p.weights)["prefix-affinity"] == 0.2
+    assert dict(p.weights)["queue-depth"] == dict(presets()["default"].weights)["queue-depth"]
+    assert p.picker == "softmax"
+
+
+def test_unknown_scorer_in_config_is_a_config_error():
+    with pytest.raises(ConfigError, match="unknown scorer"):
+        build_profile(AnchorConfig(scorers={"nope": 1.0}), register_builtins(), Deps())
+
+
+@pytest.mark.parametrize("name", list(presets()), ids=list(presets()))
+def test_every_preset_builds(name):
+    profile = build_profile(AnchorConfig(preset=name), register_builtins(), Deps())
+    assert len(profile.filters) == len(FILTERS)

@@ -1,0 +1,80 @@
+"""Router-side stats: EWMAs kept, sliding-window p95, baseline, error rate, output tokens/s."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from llmroute.anchor.sources.router import WINDOW_S, RouterStats, nearest_rank
+
+
+@pytest.mark.parametrize("values,q,expected", [
+    ([], 0.95, None), ([5.0], 0.95, 5.0), (list(range(1, 21)), 0.95, 19),
+    (list(range(1, 101)), 0.95, 95), ([3.0, 1.0, 2.0], 0.5, 2.0)],
+    ids=["empty", "one", "twenty", "hundred", "unsorted-median"])
+def test_nearest_rank(values, q, expected):
+    assert nearest_rank(values, q) == expected
+
+
+def test_in_flight_and_ewma_still_work():
+    s = RouterStats.for_backends(["a"])
+    s.started("a", 0.0)
+    s.started("a", 0.0)
+    assert s.snapshot(0.0).stats["a"].in_flight == 2
+    s.finished("a", 1.0, ok=True, latency_ms=100.0, ttft_ms=10.0)
+    s.finished("a", 1.0, ok=True, latency_ms=200.0, ttft_ms=20.0)
+    a = s.snapshot(1.0).stats["a"]
+    assert a.in_flight == 0
+    assert a.latency_ms == pytest.approx(120.0)
+    assert a.ttft_ms == pytest.approx(12.0)
+
+
+def test_window_p95_baseline_error_rate_and_tps():
+    s = RouterStats.for_backends(["a"])
+    for i in range(1, 21):  # TTFT 10..200 ms, e2e = TTFT + 1000 ms, 50 tokens each
+        s.started("a", float(i))
+        s.finished("a", float(i), ok=True, latency_ms=10.0 * i + 1000, ttft_ms=10.0 * i,
+                   output_tokens=50)
+    s.started("a", 21.0)
+    s.finished("a", 21.0, ok=False)
+    a = s.snapshot(21.0).stats["a"]
+    assert a.ttft_p95_ms == 190.0
+    assert a.latency_p95_ms == 1190.0
+    assert a.window_requests == 21
+    assert a.window_error_rate == pytest.approx(1 / 21)
+    assert a.output_tps == pytest.approx(50.0)  # 50 tokens per 1.0 s of generation
+    assert a.ttft_baseline_ms == 30.0  # p50 of the first five samples (10..50 ms)
+
+
+def test_window_forgets_old_samples_but_baseline_stays():
+    s = RouterStats.for_backends(["a"])
+    for i in range(5):
+        s.finished("a", float(i), ok=True, latency_ms=100.0, ttft_ms=10.0)
+    later = WINDOW_S + 10
+    s.finished("a", later, ok=True, latency_ms=900.0, ttft_ms=500.0)
+    a = s.snapshot(later).stats["a"]
+    assert a.window_requests == 1
+    assert a.ttft_p95_ms == 500.0
+    assert a.ttft_baseline_ms == 10.0
+
+
+def test_snapshot_attaches_fresh_engine_signals():
+    s = RouterStats.for_backends(["a"], engines=lambda now: {"a": f"signals@{now}"})
+    assert s.snapshot(3.0).engines == {"a": "signals@3.0"}
+
+
+@given(st.lists(st.tuples(st.booleans(), st.floats(0, 1e5), st.floats(0, 1e5),
+                          st.integers(0, 4000)), max_size=60))
+def test_window_invariants(events):
+    s = RouterStats.for_backends(["a"])
+    for i, (ok, lat, ttft, tokens) in enumerate(events):
+        s.started("a", float(i))
+        s.finished("a", float(i), ok=ok, latency_ms=lat + ttft, ttft_ms=ttft,
+                   output_tokens=tokens)
+    a = s.snapshot(float(len(events))).stats["a"]
+    assert a.in_flight == 0
+    assert a.window_error_rate is None or 0.0 <= a.window_error_rate <= 1.0
+    assert a.output_tps is None or a.output_tps >= 0
+    if a.ttft_baseline_ms is not None:
+        assert a.ttft_baseline_ms <= max(t for ok, _, t, _ in events if ok)

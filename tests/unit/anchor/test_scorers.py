@@ -1,0 +1,107 @@
+"""Each scorer: its formula on known signals, and absence when the signal is missing."""
+
+from __future__ import annotations
+
+import pytest
+from fakes.anchor_ctx import backends, context, request, signals
+
+from llmroute.anchor.affinity import PrefixIndex
+from llmroute.anchor.scorers.error_rate import ErrorRateScorer
+from llmroute.anchor.scorers.free_vram import FreeVramScorer
+from llmroute.anchor.scorers.gpu_util import GpuUtilScorer
+from llmroute.anchor.scorers.health import HealthScorer
+from llmroute.anchor.scorers.inflight import InFlightScorer
+from llmroute.anchor.scorers.intent_fit import IntentFitScorer, PoolFit, fit
+from llmroute.anchor.scorers.kv_cache import KvCacheScorer
+from llmroute.anchor.scorers.latency import LatencyScorer
+from llmroute.anchor.scorers.prefix_affinity import PrefixAffinityScorer
+from llmroute.anchor.scorers.queue_depth import QueueDepthScorer
+from llmroute.anchor.scorers.throughput import ThroughputScorer
+from llmroute.config import BreakerConfig
+from llmroute.fuse.breaker import CircuitBreaker
+from llmroute.types import BackendStats, Intent, Outcome
+
+GIB = 2 ** 30
+AB = backends("a", "b")
+
+ENGINE_CASES = [
+    (QueueDepthScorer(), {"a": signals(waiting=0), "b": signals(waiting=3)}, {"a": 1.0, "b": 0.25}),
+    (QueueDepthScorer(), {"a": signals(running=2)}, {}),
+    (KvCacheScorer(), {"a": signals(kv_cache_usage=0.2), "b": signals(kv_cache_usage=1.0)},
+     {"a": 0.8, "b": 0.0}),
+    (KvCacheScorer(), {"a": signals(idle_slots=1, total_slots=4)}, {"a": 0.25}),
+    (KvCacheScorer(), {"a": signals(idle_slots=1, total_slots=0)}, {}),
+    (FreeVramScorer(), {"a": signals(gpu_mem_free_bytes=3 * GIB, gpu_mem_used_bytes=GIB)},
+     {"a": 0.75}),
+    (FreeVramScorer(), {"a": signals(gpu_mem_free_bytes=3 * GIB)}, {}),
+    (GpuUtilScorer(), {"a": signals(gpu_util=0.9), "b": signals(gpu_util=0.0)},
+     {"a": pytest.approx(0.1), "b": 1.0}),
+    (GpuUtilScorer(), {}, {}),
+]
+
+
+@pytest.mark.parametrize("scorer,engines,expected", ENGINE_CASES, ids=[
+    "queue", "queue-missing", "kv", "kv-llamacpp-slots", "kv-no-slots", "vram",
+    "vram-half-missing", "gpu-util", "gpu-absent"])
+def test_engine_signal_scorers(scorer, engines, expected):
+    assert scorer.score(context(engines=engines), AB) == expected
+
+
+STATS_CASES = [
+    (InFlightScorer(), {"a": BackendStats("a", in_flight=1)}, {"a": 0.5, "b": 1.0}),
+    (LatencyScorer(), {"a": BackendStats("a", ttft_p95_ms=300.0, ttft_baseline_ms=100.0),
+                       "b": BackendStats("b", ttft_p95_ms=80.0, ttft_baseline_ms=100.0)},
+     {"a": pytest.approx(1 / 3), "b": 1.0}),
+    (LatencyScorer(), {"a": BackendStats("a", latency_p95_ms=400.0, latency_baseline_ms=200.0)},
+     {"a": 0.5}),
+    (LatencyScorer(), {"a": BackendStats("a", latency_ms=100.0)}, {}),
+    (ErrorRateScorer(), {"a": BackendStats("a", window_error_rate=0.25)}, {"a": 0.75}),
+    (ThroughputScorer(), {"a": BackendStats("a", output_tps=30.0),
+                          "b": BackendStats("b", output_tps=60.0)}, {"a": 0.5, "b": 1.0}),
+    (ThroughputScorer(), {"a": BackendStats("a", output_tps=0.0)}, {}),
+]
+
+
+@pytest.mark.parametrize("scorer,stats,expected", STATS_CASES, ids=[
+    "in-flight", "latency-ttft", "latency-e2e", "latency-no-baseline", "error-rate",
+    "throughput", "throughput-zero"])
+def test_router_side_scorers(scorer, stats, expected):
+    assert scorer.score(context(stats), AB) == expected
+
+
+def test_health_scorer_follows_the_breaker():
+    breaker = CircuitBreaker(BreakerConfig(min_requests=1, failure_rate=0.5, cooldown_s=5))
+    breaker.record("a", Outcome.FAILURE, 0.0)
+    scorer = HealthScorer(breaker)
+    assert scorer.score(context(now=1.0), AB) == {"a": 0.0, "b": 1.0}
+    assert scorer.score(context(now=10.0), AB) == {"a": 0.5, "b": 1.0}
+
+
+def test_prefix_affinity_prefers_the_backend_that_served_the_prefix():
+    index = PrefixIndex(block_chars=4, max_blocks=4, ttl_s=10)
+    index.record("abcdefghXXXX", "b", now=0.0)
+    index.record("abcdYYYY", "a", now=1.0)
+    scorer = PrefixAffinityScorer(index)
+    scored = scorer.score(context(req=request("abcdefghZZZZ"), now=2.0), AB)
+    assert scored == {"a": pytest.approx(1 / 3), "b": pytest.approx(2 / 3)}
+    assert scorer.score(context(req=request("abcdefghZZZZ"), now=20.0), AB) == {"a": 0, "b": 0}
+    assert scorer.score(context(req=request("abc")), AB) == {}
+
+
+@pytest.mark.parametrize("pool,intent,expected", [
+    (PoolFit(("code",)), Intent("code", 1.0), 1.0),
+    (PoolFit(("code",)), Intent("chat", 1.0), 0.0),
+    (PoolFit(("code",)), Intent("code", 0.0), 0.5),
+    (PoolFit(("code",)), Intent("chat", 0.5), 0.25),
+    (PoolFit((), 2.0), Intent("chat", 1.0, complexity=4.0), 0.5),
+    (PoolFit(("math",), 5.0), Intent("math", 1.0, complexity=1.0), 1.0),
+    (PoolFit(), Intent("chat", 1.0), None),
+], ids=["match", "mismatch", "unsure", "half-sure-mismatch", "too-hard", "fits", "undeclared"])
+def test_intent_fit(pool, intent, expected):
+    assert fit(pool, intent) == (pytest.approx(expected) if expected is not None else None)
+
+
+def test_intent_fit_scores_by_pool():
+    scorer = IntentFitScorer({"code": PoolFit(("code",)), "chat": PoolFit(("chat",))})
+    cands = backends("a", pool="code") + backends("b", pool="chat") + backends("c", pool="x")
+    assert scorer.score(context(intent=Intent("code", 1.0)), cands) == {"a": 1.0, "b": 0.0}

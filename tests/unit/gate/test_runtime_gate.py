@@ -1,0 +1,37 @@
+"""The router's default gate is the semantic one, started by ``open_runtime`` without
+blocking the event loop; the request path and ``/debug/route`` use it."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+
+import httpx
+from fakes.router import make_config
+
+from llmroute.api.app import create_app
+from llmroute.gate.semantic import SemanticGate
+from llmroute.runtime import open_runtime
+
+
+async def test_open_runtime_starts_the_semantic_gate_off_the_loop() -> None:
+    config = make_config([{"id": "a", "pool": "general", "base_url": "http://127.0.0.1:9"}])
+    ticks: list[float] = []
+
+    async def heartbeat() -> None:
+        while True:
+            ticks.append(time.perf_counter())
+            await asyncio.sleep(0.05)
+
+    beat = asyncio.create_task(heartbeat())
+    async with open_runtime(config) as rt:
+        beat.cancel()
+        assert isinstance(rt.gate, SemanticGate) and rt.gate.ready
+        gaps = [b - a for a, b in itertools.pairwise(ticks)]
+        assert len(ticks) > 5 and max(gaps) < 1.0  # the loop kept running during the fit
+        transport = httpx.ASGITransport(app=create_app(config, runtime=rt))
+        async with httpx.AsyncClient(transport=transport, base_url="http://router") as client:
+            body = (await client.get("/debug/route", params={"query": "把这句话翻译成英文"})).json()
+    assert body["intent"]["label"] == "translation"
+    assert body["intent"]["source"].startswith("fast")
