@@ -36,6 +36,8 @@ HERE = Path(__file__).resolve().parent
 LITELLM_VERSION = "1.108.7"
 CHUNKS, CHUNK_DELAY_MS = 20, 1.0
 PROXY_CORE, LOAD_CORE = {1}, {0}
+MASTER_KEY = "sk-" + "6c6c6d726f7574652d62656e63682d6b6579" * 2
+"""The key every path is sent (LiteLLM's proxy refuses to start without a master key)."""
 
 
 def cache_dir() -> Path:
@@ -61,7 +63,7 @@ def _chat_ok(url: str, path: str = "/v1/chat/completions") -> bool:
     body = json.dumps({"model": "bench", "messages": [{"role": "user", "content": "hi"}]})
     req = urllib.request.Request(url + path, body.encode(),
                                  {"content-type": "application/json",
-                                  "authorization": "Bearer sk-bench"})
+                                  "authorization": f"Bearer {MASTER_KEY}"})
     with urllib.request.urlopen(req, timeout=5) as resp:
         return resp.status == 200
 
@@ -86,6 +88,7 @@ model_list:
   - model_name: bench
     litellm_params: {{model: openai/bench, api_base: "{upstream}/v1", api_key: sk-bench}}
 litellm_settings: {{telemetry: false, drop_params: true, set_verbose: false}}
+general_settings: {{master_key: "{MASTER_KEY}"}}
 """)
     return path
 
@@ -119,7 +122,8 @@ def start_all(work: Path, console: Console) -> dict[str, _procs.Server]:
 def segment(server: _procs.Server, load: tuple[str, int], stream: bool, quick: bool) -> dict:
     """One measured run of ``load`` against ``server``; adds the proxy's CPU seconds."""
     mode, n = load
-    spec = {"url": server.url + "/v1/chat/completions", "stream": stream, "mode": mode,
+    spec = {"url": server.url + "/v1/chat/completions", "key": MASTER_KEY, "stream": stream,
+            "mode": mode,
             "clients": n, "rate": n, "duration_s": 1.5 if quick else 5.0,
             "warmup_s": 0.3 if quick else 1.0}
     cpu0 = server.cpu_s()
@@ -160,19 +164,25 @@ def gate_p50_ms() -> float:
     import asyncio
 
     from llmroute.api.wire import parse_chat
-    from llmroute.config import load_config
-    from llmroute.gate.factory import build_gate
+    from llmroute.config import parse_config
+    from llmroute.gate.factory import make_gate
 
-    body = {"model": "auto", "messages": [{"role": "user", "content": "Say hello to the benchmark."}]}
-    gate = build_gate(load_config().gate)
+    config = parse_config(_llmroute_config(cache_dir(), "http://127.0.0.1:9", True).read_text(),
+                          "gate")
+    content = "Say hello to the benchmark."
 
     async def run() -> list[float]:
+        gate = make_gate(config)
+        await gate.start()
         times = []
         for i in range(300):
-            request = parse_chat({**body, "user": str(i)}, str(i))
+            # a distinct text each time, so the gate's cache does not answer
+            body = {"model": "auto", "messages": [{"role": "user", "content": f"{content} #{i}"}]}
+            request = parse_chat(body, str(i))
             t0 = time.perf_counter()
             await gate.classify_async(request)
             times.append((time.perf_counter() - t0) * 1000)
+        await gate.close()
         return times[50:]
     return statistics.median(asyncio.run(run()))
 
@@ -181,7 +191,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    console = Console()
+    console = Console(width=160)
     work = cache_dir() / "overhead-run"
     work.mkdir(exist_ok=True)
     servers = start_all(work, console)

@@ -90,17 +90,21 @@ class Run:
     deadline_s: float
 
     def count(self, status: str) -> int:
+        """Requests that ended with ``status``."""
         return sum(1 for o in self.outcomes if o.status == status)
 
     def ttft(self) -> list[float]:
+        """Sorted TTFTs (model s), gave-up requests counted at the deadline."""
         seen = [o.ttft_s / self.time_scale for o in self.outcomes if o.ttft_s is not None
                 and o.status in ("ok", "unfinished")]
         return sorted(seen + [self.deadline_s] * self.count("deadline"))
 
     def e2e(self) -> list[float]:
+        """Sorted end-to-end latencies (model s) of the successful requests."""
         return sorted(o.e2e_s / self.time_scale for o in self.outcomes if o.status == "ok")
 
     def failure_rate(self) -> float:
+        """Failed or gave-up requests over the settled ones (fraction 0–1)."""
         settled = len(self.outcomes) - self.count("unfinished")
         return (self.count("failed") + self.count("deadline")) / max(settled, 1)
 
@@ -274,6 +278,7 @@ def result(runs: list[Run]) -> dict[str, Any]:
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    """Plan, run every policy, print the tables, save the plot; returns the RESULT."""
     rows = load_trace(args.trace)
     n = args.requests or (250 if args.quick else 2000)
     plan = make_plan(rows, n, args.wall_rps, args.seed, args.deadline)
@@ -294,6 +299,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> int:
+    """Command line entry; returns the exit code."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="fewer requests (< 3 min on 2 cores)")
     p.add_argument("--requests", type=int, help="requests per policy (default 250 / 2000)")

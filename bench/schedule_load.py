@@ -137,6 +137,7 @@ class _Progress:
     backend: str = ""
 
     def unfinished(self, index: int) -> Outcome:
+        """The Outcome of a request cut off by the end of the run."""
         return Outcome(index, "unfinished", self.ttft, time.monotonic() - self.sent,
                        self.backend)
 

@@ -92,7 +92,9 @@ def _serve(config: Config, args: argparse.Namespace) -> int:
     def progress(fraction: float, message: str) -> None:
         log.info("startup", progress=f"{fraction:.0%}", step=message)
 
-    asyncio.run(serve_forever(config, host, port, progress, args.log_level))
+    import uvloop  # libuv event loop: cheaper per request than asyncio's default loop
+
+    uvloop.run(serve_forever(config, host, port, progress, args.log_level))
     return 0
 
 

@@ -12,7 +12,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from llmroute.errors import ConfigError
 
@@ -211,7 +218,8 @@ class RoutingConfig(_Strict):
 
 class GateConfig(_Strict):
     """The semantic gate (docs/gate.md). ``kind``: ``semantic`` (fast n-gram head, MiniLM
-    encoder as second opinion) or ``rules`` (keywords only). ``rules``: intent → regex list,
+    encoder as second opinion), ``rules`` (keywords only) or ``off`` (no classification:
+    every request gets the default intent). ``rules``: intent → regex list,
     applied after the model as overrides (hot-reloaded from the config file).
     ``utterances``: intent → extra example prompts (a new intent name adds an intent).
     ``second_opinion_below``: fast-stage confidence (0–1) under which the encoder is asked;
@@ -219,7 +227,7 @@ class GateConfig(_Strict):
     ``cache_size`` entries kept ``cache_ttl_s`` seconds; ``max_wait_ms``/``max_batch``: the
     encoder's micro-batching window (ms) and batch size; ``encoder``: false skips MiniLM."""
 
-    kind: Literal["semantic", "rules"] = "semantic"
+    kind: Literal["semantic", "rules", "off"] = "semantic"
     rules: dict[str, list[str]] = {}
     utterances: dict[str, list[str]] = {}
     second_opinion_below: float = Field(0.6, ge=0, le=1)
@@ -229,6 +237,12 @@ class GateConfig(_Strict):
     max_wait_ms: float = Field(1.0, ge=0)
     max_batch: int = Field(32, ge=1, le=256)
     encoder: bool = True
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _yaml_off(cls, v: Any) -> Any:
+        """YAML 1.1 reads a bare ``off`` as the boolean false: accept it as ``"off"``."""
+        return "off" if v is False else v
 
 
 class Config(_Strict):

@@ -62,6 +62,11 @@ class EmulatedEngine:
         self._handles: dict[str, Handle] = {}
         self._work = asyncio.Event()
         self._ids = itertools.count()
+        self.loop_task: asyncio.Task[None] | None = None
+
+    def alive(self) -> bool:
+        """True while the step loop runs (``/health`` answers 503 otherwise)."""
+        return self.loop_task is not None and not self.loop_task.done()
 
     def model_time(self) -> float:
         """The current wall time in model seconds since the engine started."""
@@ -124,8 +129,9 @@ class EmulatedEngine:
 
 @contextlib.asynccontextmanager
 async def running(engine: EmulatedEngine) -> AsyncIterator[EmulatedEngine]:
-    """Run ``engine``'s step loop while the block runs."""
-    task = asyncio.create_task(engine.run())
+    """Run ``engine``'s step loop while the block runs; re-raises the loop's error, if it
+    failed, on the way out."""
+    task = engine.loop_task = asyncio.create_task(engine.run())
     try:
         yield engine
     finally:

@@ -56,7 +56,7 @@ async def _metrics(request: web.Request) -> web.Response:
 
 
 async def _health(request: web.Request) -> web.Response:
-    return web.Response(status=200)
+    return web.Response(status=200 if request.app[ENGINE_KEY].alive() else 503)
 
 
 async def _models(request: web.Request) -> web.Response:

@@ -37,6 +37,7 @@ class _SchedulerGauges(Collector):
         self._labels = labels
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
+        """Running and waiting requests, KV-cache usage (fraction 0–1), as of now."""
         for name, doc, value in (
             ("vllm:num_requests_running", "Number of requests in model execution batches.",
              len(self._s.running)),

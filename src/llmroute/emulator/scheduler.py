@@ -68,6 +68,7 @@ class Sequence:
     generated: int = 0
     blocks: int = 0
     first_token_at: float | None = None
+    aborted: bool = False
 
     @property
     def pending(self) -> int:
@@ -147,6 +148,7 @@ class Scheduler:
                 if seq.id == seq_id:
                     queue.remove(seq)
                     self._free(seq)
+                    seq.aborted = True
                     return True
         return False
 
@@ -162,9 +164,12 @@ class Scheduler:
         return Batch(tuple(entries), now, self._duration(entries))
 
     def complete(self, batch: Batch) -> list[TokenEvent]:
-        """Apply a planned step: tokens computed, tokens sampled, finished sequences freed."""
+        """Apply a planned step: tokens computed, tokens sampled, finished sequences freed.
+        Sequences aborted while the step ran are skipped."""
         events = []
         for seq, n in batch.entries:
+            if seq.aborted:
+                continue
             seq.computed += n
             if seq.pending == 0:
                 events.append(self._sample(seq, batch.end))

@@ -27,6 +27,7 @@ log = structlog.get_logger("llmroute.breaker")
 @dataclass(slots=True)
 class _Entry:
     window: deque[tuple[float, bool]] = field(default_factory=deque)  # (time, failed)
+    failures: int = 0  # failed attempts in ``window``, kept in step so reads are O(1)
     opened_at: float | None = None
     probes: int = 0
     probe_successes: int = 0
@@ -79,6 +80,7 @@ class CircuitBreaker:
             self._probe_result(backend_id, entry, failed, now)
         elif state is BreakerState.CLOSED:
             entry.window.append((now, failed))
+            entry.failures += failed
             self._trim(entry, now)
             if self._tripped(entry):
                 self._open(backend_id, entry, now)
@@ -94,19 +96,19 @@ class CircuitBreaker:
         entry = self._entry(backend_id)
         self._trim(entry, now)
         n = len(entry.window)
-        return sum(f for _, f in entry.window) / n if n else 0.0
+        return entry.failures / n if n else 0.0
 
     def _entry(self, backend_id: str) -> _Entry:
         return self._entries.setdefault(backend_id, _Entry())
 
     def _trim(self, entry: _Entry, now: float) -> None:
         while entry.window and entry.window[0][0] <= now - self._config.window_s:
-            entry.window.popleft()
+            entry.failures -= entry.window.popleft()[1]
 
     def _tripped(self, entry: _Entry) -> bool:
         n = len(entry.window)
-        failures = sum(f for _, f in entry.window)
-        return n >= self._config.min_requests and failures >= self._config.failure_rate * n
+        return n >= self._config.min_requests and \
+            entry.failures >= self._config.failure_rate * n
 
     def _probe_result(self, backend_id: str, entry: _Entry, failed: bool, now: float) -> None:
         entry.probes = max(entry.probes - 1, 0)
@@ -121,4 +123,5 @@ class CircuitBreaker:
     def _open(self, backend_id: str, entry: _Entry, now: float) -> None:
         entry.opened_at, entry.probes, entry.probe_successes = now, 0, 0
         entry.window.clear()
+        entry.failures = 0
         log.warning("breaker_opened", backend=backend_id, cooldown_s=self._config.cooldown_s)

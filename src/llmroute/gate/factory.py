@@ -5,14 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from llmroute.config import Config
+from llmroute.gate.off import NoGate
 from llmroute.gate.protocol import Gate
 from llmroute.gate.rules import RulesClassifier
 from llmroute.gate.semantic import SemanticGate
 
 
 def make_gate(config: Config) -> Gate:
-    """``SemanticGate`` (default; watches the config file for rule changes when it is one)
-    or ``RulesClassifier`` with the config's rules. Raises ConfigError for bad rules."""
+    """``SemanticGate`` (default; watches the config file for rule changes when it is one),
+    ``RulesClassifier`` with the config's rules, or ``NoGate`` (``kind: off``). Raises ConfigError for bad rules."""
+    if config.gate.kind == "off":
+        return NoGate()
     if config.gate.kind == "rules":
         return RulesClassifier(config.gate.rules)
     source = Path(config.source)

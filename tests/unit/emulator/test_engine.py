@@ -60,3 +60,11 @@ async def test_concurrent_requests_share_steps() -> None:
 
         assert await asyncio.gather(*(finish(h) for h in handles)) == [50] * 20
     assert engine.scheduler.idle() and engine.scheduler.used_blocks == 0
+
+
+async def test_alive_only_while_the_step_loop_runs() -> None:
+    engine = EmulatedEngine(EngineSpec(time_scale=0.01))
+    assert not engine.alive()
+    async with running(engine):
+        assert engine.alive()
+    assert not engine.alive()

@@ -95,3 +95,15 @@ def test_chunked_prefill_shares_the_step_budget() -> None:
     sched.add(Sequence("a", 200, 1, 0.0))
     batch = sched.schedule(0.0)
     assert batch is not None and [n for _, n in batch.entries] == [64]
+
+
+def test_abort_during_a_step_skips_the_sequence() -> None:
+    sched = small(blocks=16)
+    sched.add(Sequence("a", 10, 1, 0.0))
+    sched.add(Sequence("b", 10, 1, 0.0))
+    batch = sched.schedule(0.0)
+    assert batch is not None
+    assert sched.abort("a")
+    events = sched.complete(batch)
+    assert [e.seq_id for e in events] == ["b"] and events[0].finished
+    assert sched.idle() and sched.used_blocks == 0

@@ -13,12 +13,11 @@ was least loaded, the reference the ``latency`` scorer compares the current p95 
 
 from __future__ import annotations
 
-import math
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from llmroute.anchor.sources.signals import EngineSignals
+from llmroute.anchor.sources.window import Sample, Window, nearest_rank_sorted
 from llmroute.types import BackendStats, MetricsSnapshot
 
 EWMA_ALPHA = 0.2
@@ -40,53 +39,25 @@ def _ewma(old: float | None, sample: float, alpha: float = EWMA_ALPHA) -> float:
 
 def nearest_rank(values: Iterable[float], q: float) -> float | None:
     """The nearest-rank ``q``-quantile (0 < q ≤ 1) of ``values``; None when empty."""
-    ordered = sorted(values)
-    if not ordered:
-        return None
-    return ordered[max(math.ceil(q * len(ordered)) - 1, 0)]
+    return nearest_rank_sorted(sorted(values), q)
 
 
-@dataclass(frozen=True, slots=True)
-class Sample:
-    """One finished request: clock time ``at`` (s), ``ok``, end-to-end ``latency_ms`` and
-    ``ttft_ms`` (None when unknown), ``output_tokens`` and the generation time ``gen_s``
-    (end-to-end minus TTFT, seconds)."""
-
-    at: float
-    ok: bool
-    latency_ms: float | None = None
-    ttft_ms: float | None = None
-    output_tokens: int | None = None
-    gen_s: float | None = None
-
-
-def window_stats(s: BackendStats, window: Iterable[Sample]) -> BackendStats:
-    """``s`` with its window-derived fields recomputed from ``window``."""
-    items = list(window)
-    good = [x for x in items if x.ok]
-    ttfts = [x.ttft_ms for x in good if x.ttft_ms is not None]
-    lats = [x.latency_ms for x in good if x.latency_ms is not None]
+def window_stats(s: BackendStats, window: Window) -> BackendStats:
+    """``s`` with its window-derived fields read from ``window``."""
     return replace(
-        s, window_requests=len(items),
-        window_error_rate=(len(items) - len(good)) / len(items) if items else None,
-        ttft_p95_ms=nearest_rank(ttfts, 0.95), latency_p95_ms=nearest_rank(lats, 0.95),
-        ttft_baseline_ms=_baseline(s.ttft_baseline_ms, ttfts),
-        latency_baseline_ms=_baseline(s.latency_baseline_ms, lats),
-        output_tps=_tps(good))
+        s, window_requests=len(window), window_error_rate=window.error_rate(),
+        ttft_p95_ms=nearest_rank_sorted(window.ttfts, 0.95),
+        latency_p95_ms=nearest_rank_sorted(window.latencies, 0.95),
+        ttft_baseline_ms=_baseline(s.ttft_baseline_ms, window.ttfts),
+        latency_baseline_ms=_baseline(s.latency_baseline_ms, window.latencies),
+        output_tps=window.output_tps())
 
 
-def _baseline(old: float | None, values: list[float]) -> float | None:
-    if len(values) < BASELINE_MIN:
+def _baseline(old: float | None, ordered: list[float]) -> float | None:
+    if len(ordered) < BASELINE_MIN:
         return old
-    p50 = nearest_rank(values, 0.5)
+    p50 = nearest_rank_sorted(ordered, 0.5)
     return p50 if old is None or p50 is None else min(old, p50)
-
-
-def _tps(good: list[Sample]) -> float | None:
-    timed = [(x.output_tokens, x.gen_s) for x in good
-             if x.output_tokens and x.gen_s is not None and x.gen_s > 0]
-    seconds = math.fsum(g for _, g in timed)
-    return sum(n for n, _ in timed) / seconds if seconds > 0 else None
 
 
 @dataclass
@@ -97,7 +68,7 @@ class RouterStats:
 
     _stats: dict[str, BackendStats]
     engines: EngineReader | None = None
-    _windows: dict[str, deque[Sample]] = field(default_factory=dict)
+    _windows: dict[str, Window] = field(default_factory=dict)
 
     @classmethod
     def for_backends(cls, backend_ids: list[str],
@@ -126,11 +97,11 @@ class RouterStats:
         sample = _sample(now, ok, latency_ms, ttft_ms, output_tokens)
         self._stats[backend_id] = window_stats(s, self._slide(backend_id, now, sample))
 
-    def _slide(self, backend_id: str, now: float, sample: Sample) -> deque[Sample]:
-        window = self._windows.setdefault(backend_id, deque(maxlen=WINDOW_MAX))
-        window.append(sample)
-        while window and window[0].at < now - WINDOW_S:
-            window.popleft()
+    def _slide(self, backend_id: str, now: float, sample: Sample) -> Window:
+        window = self._windows.get(backend_id)
+        if window is None:
+            window = self._windows[backend_id] = Window(WINDOW_S, WINDOW_MAX)
+        window.add(sample, now)
         return window
 
     def snapshot(self, now: float) -> MetricsSnapshot:

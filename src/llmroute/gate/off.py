@@ -1,0 +1,28 @@
+"""``gate: {kind: off}``: no classification. Every request gets the default intent at once,
+so ``model: auto`` always routes to ``routing.default_pool``. For deployments that route by
+explicit pool or model names only, and for measuring the gateway without its gate."""
+
+from __future__ import annotations
+
+from llmroute.gate.intents import DEFAULT_INTENT
+from llmroute.types import ChatRequest, Intent
+
+OFF = Intent(DEFAULT_INTENT, 0.0, complexity=1.0, source="off")
+
+
+class NoGate:
+    """A Gate that answers ``OFF`` (label ``chat``, confidence 0, source ``off``)."""
+
+    def classify(self, request: ChatRequest) -> Intent:
+        """Always ``OFF``."""
+        return OFF
+
+    async def classify_async(self, request: ChatRequest) -> Intent:
+        """Always ``OFF``."""
+        return OFF
+
+    async def start(self) -> None:
+        """Nothing to load."""
+
+    async def close(self) -> None:
+        """Nothing to release."""
