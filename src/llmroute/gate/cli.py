@@ -19,10 +19,8 @@ from pathlib import Path
 
 from llmroute.config import Config
 from llmroute.gate.compress import compress, prompt_request
-from llmroute.gate.evaluate import report, score
 from llmroute.gate.examples import Example, read_labelled, user_examples_path
 from llmroute.gate.intents import INTENTS
-from llmroute.gate.semantic import SemanticGate
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -51,6 +49,7 @@ def run(config: Config, args: argparse.Namespace) -> int:
 
 def classify(config: Config, text: str) -> int:
     """Print the Intent of ``text`` and the time the classification took."""
+    from llmroute.gate.semantic import SemanticGate
     gate = SemanticGate(config.gate)
     gate.load()
     request = prompt_request(text)
@@ -77,6 +76,7 @@ def known(config: Config, examples: Sequence[Example]) -> list[Example]:
 
 def fit(config: Config, data: Path) -> int:
     """Store ``data``'s usable examples for the gate and fit once to check them."""
+    from llmroute.gate.semantic import SemanticGate
     examples = known(config, read_labelled(data))
     path = user_examples_path()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -92,6 +92,8 @@ def fit(config: Config, data: Path) -> int:
 
 def evaluate(config: Config, data: Path) -> int:
     """Score the gate on ``data``; the last line is ``RESULT {…}``."""
+    from llmroute.gate.evaluate import report, score
+    from llmroute.gate.semantic import SemanticGate
     examples = known(config, read_labelled(data))
     if not examples:
         print('RESULT {"macro_f1": 0.0, "n": 0, "per_intent": {}}')

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
 
 
 @dataclass(frozen=True)
@@ -31,6 +30,8 @@ def score(truth: Sequence[str], pred: Sequence[str]) -> Score:
     """Score predictions ``pred`` against ``truth`` (same length, ≥ 1)."""
     present = sorted(set(truth))
     labels = tuple(present + sorted(set(pred) - set(present)))
+    from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
+
     p, r, f, s = precision_recall_fscore_support(truth, pred, labels=present, zero_division=0)
     per = {k: (float(p[i]), float(r[i]), float(f[i]), int(s[i])) for i, k in enumerate(present)}
     matrix = confusion_matrix(truth, pred, labels=list(labels))

@@ -8,7 +8,6 @@ from llmroute.config import Config
 from llmroute.gate.off import NoGate
 from llmroute.gate.protocol import Gate
 from llmroute.gate.rules import RulesClassifier
-from llmroute.gate.semantic import SemanticGate
 
 
 def make_gate(config: Config) -> Gate:
@@ -18,5 +17,7 @@ def make_gate(config: Config) -> Gate:
         return NoGate()
     if config.gate.kind == "rules":
         return RulesClassifier(config.gate.rules)
+    from llmroute.gate.semantic import SemanticGate  # scikit-learn: imported only when used
+
     source = Path(config.source)
     return SemanticGate(config.gate, config_path=source if source.is_file() else None)

@@ -42,10 +42,10 @@ def nearest_rank(values: Iterable[float], q: float) -> float | None:
     return nearest_rank_sorted(sorted(values), q)
 
 
-def window_stats(s: BackendStats, window: Window) -> BackendStats:
-    """``s`` with its window-derived fields read from ``window``."""
-    return replace(
-        s, window_requests=len(window), window_error_rate=window.error_rate(),
+def window_fields(s: BackendStats, window: Window) -> dict[str, float | int | None]:
+    """The window-derived fields of ``s``, read from ``window`` (for one ``replace``)."""
+    return dict(
+        window_requests=len(window), window_error_rate=window.error_rate(),
         ttft_p95_ms=nearest_rank_sorted(window.ttfts, 0.95),
         latency_p95_ms=nearest_rank_sorted(window.latencies, 0.95),
         ttft_baseline_ms=_baseline(s.ttft_baseline_ms, window.ttfts),
@@ -88,14 +88,15 @@ class RouterStats:
         first token (streams only), ``output_tokens`` generated (when known). Failures
         update only the error rates."""
         s = self._stats[backend_id]
-        s = replace(s, in_flight=max(s.in_flight - 1, 0), taken_at=now,
-                    error_rate=_ewma(s.error_rate, 0.0 if ok else 1.0))
-        if ok and latency_ms is not None:
-            s = replace(s, latency_ms=_ewma(s.latency_ms, latency_ms))
-        if ok and ttft_ms is not None:
-            s = replace(s, ttft_ms=_ewma(s.ttft_ms, ttft_ms))
-        sample = _sample(now, ok, latency_ms, ttft_ms, output_tokens)
-        self._stats[backend_id] = window_stats(s, self._slide(backend_id, now, sample))
+        window = self._slide(backend_id, now, _sample(now, ok, latency_ms, ttft_ms,
+                                                      output_tokens))
+        self._stats[backend_id] = replace(
+            s, in_flight=max(s.in_flight - 1, 0), taken_at=now,
+            error_rate=_ewma(s.error_rate, 0.0 if ok else 1.0),
+            latency_ms=_ewma(s.latency_ms, latency_ms) if ok and latency_ms is not None
+            else s.latency_ms,
+            ttft_ms=_ewma(s.ttft_ms, ttft_ms) if ok and ttft_ms is not None else s.ttft_ms,
+            **window_fields(s, window))
 
     def _slide(self, backend_id: str, now: float, sample: Sample) -> Window:
         window = self._windows.get(backend_id)
