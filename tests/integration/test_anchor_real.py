@@ -9,19 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 import pytest_asyncio
-
-from llmroute.api.app import create_app
-from llmroute.config import parse_config
-from llmroute.errors import EngineError
-from llmroute.runtime import open_runtime
-from llmroute.server import serve_in_background
+from fakes.real import real_router
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
@@ -36,16 +30,8 @@ routing: {default_pool: general}
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def http() -> AsyncIterator[httpx.AsyncClient]:
-    config = parse_config(CONFIG, "test_anchor_real")
     async with contextlib.AsyncExitStack() as stack:
-        try:
-            rt = await stack.enter_async_context(open_runtime(config))
-        except EngineError as err:
-            if os.environ.get("CI", "").lower() in ("", "0", "false", "no"):
-                pytest.skip(f"local engines are not available: {err.message}")
-            raise
-        url = await stack.enter_async_context(
-            serve_in_background(create_app(config, runtime=rt)))
+        rt, url = await stack.enter_async_context(real_router(CONFIG, "test_anchor_real"))
         yield await stack.enter_async_context(httpx.AsyncClient(base_url=url, timeout=60))
 
 

@@ -21,12 +21,9 @@ from typing import Any
 import httpx
 import pytest
 import pytest_asyncio
+from fakes.real import real_router
 
-from llmroute.api.app import create_app
-from llmroute.config import parse_config
-from llmroute.errors import EngineError
-from llmroute.runtime import Runtime, open_runtime
-from llmroute.server import serve_in_background
+from llmroute.runtime import Runtime
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
@@ -52,16 +49,8 @@ class Router:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def router() -> AsyncIterator[Router]:
-    config = parse_config(CONFIG, "test_fuse_real")
     async with contextlib.AsyncExitStack() as stack:
-        try:
-            rt = await stack.enter_async_context(open_runtime(config))
-        except EngineError as err:
-            if os.environ.get("CI", "").lower() in ("", "0", "false", "no"):
-                pytest.skip(f"local engines are not available: {err.message}")
-            raise
-        url = await stack.enter_async_context(
-            serve_in_background(create_app(config, runtime=rt)))
+        rt, url = await stack.enter_async_context(real_router(CONFIG, "test_fuse_real"))
         http = await stack.enter_async_context(httpx.AsyncClient(base_url=url, timeout=120))
         yield Router(rt, http)
 

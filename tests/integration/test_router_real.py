@@ -23,14 +23,11 @@ import httpx
 import openai
 import pytest
 import pytest_asyncio
+from fakes.real import real_router
 
 from llmroute import pipeline
-from llmroute.api.app import create_app
 from llmroute.api.wire import parse_chat
-from llmroute.config import parse_config
-from llmroute.errors import EngineError
-from llmroute.runtime import Runtime, open_runtime
-from llmroute.server import serve_in_background
+from llmroute.runtime import Runtime
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
@@ -76,22 +73,10 @@ class Router:
     http: httpx.AsyncClient
 
 
-def _skip_or_fail(reason: str) -> None:
-    if os.environ.get("CI", "").lower() in ("", "0", "false", "no"):
-        pytest.skip(reason)
-    pytest.fail(f"{reason} (CI is set, so this must work)")
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def router() -> AsyncIterator[Router]:
-    config = parse_config(CONFIG, "test_router_real")
     async with contextlib.AsyncExitStack() as stack:
-        try:
-            rt = await stack.enter_async_context(open_runtime(config))
-        except EngineError as err:
-            _skip_or_fail(f"local engines are not available: {err.message}")
-        url = await stack.enter_async_context(
-            serve_in_background(create_app(config, runtime=rt)))
+        rt, url = await stack.enter_async_context(real_router(CONFIG, "test_router_real"))
         # max_retries=0: every failover seen here is the router's, not the SDK's.
         sdk = openai.AsyncOpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=60)
         stack.push_async_callback(sdk.close)

@@ -141,29 +141,35 @@ class SemanticGate:
         """The request's ``Intent``, synchronously (the encoder, when asked, runs inline).
         Never raises."""
         try:
-            c = compress(request)
-            if c.empty or self.model is None:
-                return self._early(c, request)
-            scored = self._cache.get(c.key) or self._first(c, request)
-            if isinstance(scored, _Scored):
-                return self._finish(c, scored)
-            return self._finish(c, self._second(c, scored, self._embed_now(c)))
+            c, first = self._prepare(request)
+            if isinstance(first, Intent):
+                return first
+            return self._finish(c, self._second(c, first, self._embed_now(c)))
         except Exception as err:  # noqa: BLE001 - logged; the request path must get a verdict
             return self._fallback(request, err)
 
     async def classify_async(self, request: ChatRequest) -> Intent:
         """``classify`` with the encoder micro-batched in the worker thread. Never raises."""
         try:
-            c = compress(request)
-            if c.empty or self.model is None:
-                return self._early(c, request)
-            scored = self._cache.get(c.key) or self._first(c, request)
-            if isinstance(scored, _Scored):
-                return self._finish(c, scored)
+            c, first = self._prepare(request)
+            if isinstance(first, Intent):
+                return first
             embedding = await self._batcher.submit(c.latest) if self._batcher else None
-            return self._finish(c, self._second(c, scored, embedding))
+            return self._finish(c, self._second(c, first, embedding))
         except Exception as err:  # noqa: BLE001 - logged; the request path must get a verdict
             return self._fallback(request, err)
+
+    def _prepare(self, request: ChatRequest
+                 ) -> tuple[Compressed, Intent | tuple[_Scored, ChatRequest]]:
+        """Compression and the first stage: the final Intent, or what the encoder must
+        settle (the second opinion) — shared by ``classify`` and ``classify_async``."""
+        c = compress(request)
+        if c.empty or self.model is None:
+            return c, self._early(c, request)
+        scored = self._cache.get(c.key) or self._first(c, request)
+        if isinstance(scored, _Scored):
+            return c, self._finish(c, scored)
+        return c, scored
 
     def _early(self, c: Compressed, request: ChatRequest) -> Intent:
         """Nothing to classify → the documented default; not started yet → the rules."""
