@@ -250,8 +250,11 @@ class Relay:
         return echoed_text(self.request.body, self.request.endpoint, self.seam.text)
 
     def _armed(self, backend: Backend) -> bool:
+        """Whether the entropy trigger runs on ``backend`` (so logprobs are requested)."""
+        caps = capabilities(backend.engine)
+        tools_block = self.request.has_tools and not caps.logprobs_with_tools
         return (self.rt.config.fuse.enabled and self.request.endpoint == "chat"
-                and "logprobs" in capabilities_of(backend))
+                and "logprobs" in capabilities_of(backend) and not tools_block)
 
     def _fuse(self, backend: Backend) -> Fuse:
         armed = self._armed(backend)

@@ -32,18 +32,22 @@ class ContinuationForm(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class Capabilities:
     """One engine kind: ``logprobs`` (streams per-token ``top_logprobs``), the
-    ``continuation`` form, and ``echoes_prefix`` (its answer repeats the assistant prefix)."""
+    ``continuation`` form, ``echoes_prefix`` (its answer repeats the assistant prefix) and
+    ``logprobs_with_tools`` (it accepts ``logprobs`` on a streamed request with ``tools``:
+    llama-server answers 400 "logprobs is not supported with tools + stream")."""
 
     logprobs: bool
     continuation: ContinuationForm
     echoes_prefix: bool = False
+    logprobs_with_tools: bool = True
 
 
 _TABLE: dict[str, Capabilities] = {
     "vllm": Capabilities(True, ContinuationForm.CONTINUE_FINAL_MESSAGE),
     "sglang": Capabilities(True, ContinuationForm.CONTINUE_FINAL_MESSAGE),
     "emulator": Capabilities(True, ContinuationForm.CONTINUE_FINAL_MESSAGE),
-    "llamacpp": Capabilities(True, ContinuationForm.ASSISTANT_PREFILL, echoes_prefix=True),
+    "llamacpp": Capabilities(True, ContinuationForm.ASSISTANT_PREFILL, echoes_prefix=True,
+                             logprobs_with_tools=False),
     "ollama": Capabilities(False, ContinuationForm.GENERIC),
     "openai": Capabilities(False, ContinuationForm.GENERIC),
 }
