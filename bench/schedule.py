@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import math
 import multiprocessing as mp
 import random
@@ -127,10 +128,12 @@ def pct(values: list[float], q: float) -> float:
 
 def make_plan(rows: list[TraceRow], n: int, wall_rps: float, seed: int,
               deadline_s: float) -> Plan:
-    """The fleet, the window of ``n`` requests and the time compression for 85 % load."""
+    """The fleet, the window of ``n`` requests and the time compression for 85 % of the
+    fleet's capacity on that window's own request mix."""
     start = len(rows) // 3
     window = rows[start:start + n]
-    mix = [(r.prompt_tokens, r.output_tokens) for r in random.Random(seed).sample(rows, 600)]
+    sample = random.Random(seed).sample(window, min(600, len(window)))
+    mix = [(r.prompt_tokens, r.output_tokens) for r in sample]
     per_kind = {k: saturation_throughput(EngineSpec(*k), mix) for k in set(FLEET)}
     capacity = sum(per_kind[k] for k in FLEET)
     offered = LOAD * capacity
@@ -293,6 +296,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         print(f"  {policy}: {time.monotonic() - t0:.0f} s wall", flush=True)
     print(table(runs))
     print(per_engine(runs, plan))
+    for r in runs:
+        why = collections.Counter(o.error or o.status for o in r.outcomes
+                                  if o.status in ("failed", "deadline"))
+        print(f"{r.policy} failures: {dict(why.most_common(4)) or 'none'}")
     plot(runs, plan, RESULTS / "schedule.png")
     print(f"plot: {RESULTS / 'schedule.png'}")
     return result(runs)

@@ -110,7 +110,9 @@ def load_process(plan: LoadPlan, conn: Any) -> None:
 
 
 async def _load(plan: LoadPlan) -> tuple[list[Outcome], list[tuple[float, list[float]]]]:
-    connector = aiohttp.TCPConnector(limit=0)
+    # One connection per request: reusing keep-alive connections races with the server
+    # closing idle ones, which would show up as client errors that no policy caused.
+    connector = aiohttp.TCPConnector(limit=0, force_close=True)
     async with aiohttp.ClientSession(connector=connector) as session:
         start = time.monotonic()
         polls: list[tuple[float, list[float]]] = []
@@ -156,7 +158,7 @@ async def _send_at(session: aiohttp.ClientSession, plan: LoadPlan, index: int,
                        progress.backend)
     except aiohttp.ClientError as exc:
         return Outcome(index, "failed", None, time.monotonic() - progress.sent,
-                       progress.backend, type(exc).__name__)
+                       progress.backend, f"{type(exc).__name__}: {exc}"[:80])
 
 
 async def _stream(session: aiohttp.ClientSession, plan: LoadPlan, index: int,
