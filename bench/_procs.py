@@ -76,8 +76,8 @@ def start(name: str, argv: list[str], port: int, cpu: set[int], log_dir: Path,
     log = open(log_dir / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
     pinned = cores(cpu)
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                            env={**os.environ, **(env or {})},
-                            preexec_fn=lambda: os.sched_setaffinity(0, pinned))
+                            env={**os.environ, **(env or {})})
+    os.sched_setaffinity(proc.pid, pinned)  # children it starts later inherit the mask
     return Server(name, proc, port)
 
 

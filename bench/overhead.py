@@ -26,11 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _procs  # noqa: E402
-from rich.console import Console  # noqa: E402
-from rich.progress import Progress  # noqa: E402
-
-from _overhead_report import report  # noqa: E402
+import _procs
+from _overhead_report import report
+from rich.console import Console
+from rich.progress import Progress
 
 HERE = Path(__file__).resolve().parent
 LITELLM_VERSION = "1.108.7"
@@ -127,11 +126,13 @@ def segment(server: _procs.Server, load: tuple[str, int], stream: bool, quick: b
             "clients": n, "rate": n, "duration_s": 1.5 if quick else 5.0,
             "warmup_s": 0.3 if quick else 1.0}
     cpu0 = server.cpu_s()
-    pinned = _procs.cores(LOAD_CORE)
-    out = subprocess.run([sys.executable, str(HERE / "_loadgen.py"), json.dumps(spec)],
-                         capture_output=True, text=True, check=True,
-                         preexec_fn=lambda: os.sched_setaffinity(0, pinned))
-    result = json.loads(out.stdout)
+    proc = subprocess.Popen([sys.executable, str(HERE / "_loadgen.py"), json.dumps(spec)],
+                            stdout=subprocess.PIPE, text=True)
+    os.sched_setaffinity(proc.pid, _procs.cores(LOAD_CORE))
+    stdout, _ = proc.communicate()
+    if proc.returncode:
+        raise RuntimeError(f"load generator failed with {proc.returncode}")
+    result = json.loads(stdout)
     result["cpu_s"] = server.cpu_s() - cpu0
     server.sample_rss()
     return result
