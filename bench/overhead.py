@@ -24,14 +24,15 @@ import time
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 
-import _procs
-from _overhead_report import report
+import procs as _procs
+from overhead_report import report
 from rich.console import Console
 from rich.progress import Progress
 
 HERE = Path(__file__).resolve().parent
+LIB = HERE / "lib"
 LITELLM_VERSION = "1.108.7"
 CHUNKS, CHUNK_DELAY_MS = 20, 1.0
 PROXY_CORE, LOAD_CORE = {1}, {0}
@@ -95,12 +96,12 @@ general_settings: {{master_key: "{MASTER_KEY}"}}
 def start_all(work: Path, console: Console) -> dict[str, _procs.Server]:
     """Start the upstream and every proxy; returns them by path name once all answer."""
     py = sys.executable
-    up = _procs.start("upstream", [py, str(HERE / "_upstream.py"), str(port := _procs.free_port()),
+    up = _procs.start("upstream", [py, str(LIB / "upstream.py"), str(port := _procs.free_port()),
                                    str(CHUNKS), str(CHUNK_DELAY_MS)], port, LOAD_CORE, work)
     servers = {"direct": up}
     llmroute = str(Path(py).with_name("llmroute"))
     specs = {
-        "passthrough": [py, str(HERE / "_passthrough.py"), "{port}", up.url],
+        "passthrough": [py, str(LIB / "passthrough.py"), "{port}", up.url],
         "llmroute": [llmroute, "serve", "--config", str(_llmroute_config(work, up.url, False)),
                      "--port", "{port}", "--log-level", "warning"],
         "llmroute-gate": [llmroute, "serve", "--config", str(_llmroute_config(work, up.url, True)),
@@ -126,7 +127,7 @@ def segment(server: _procs.Server, load: tuple[str, int], stream: bool, quick: b
             "clients": n, "rate": n, "duration_s": 1.5 if quick else 5.0,
             "warmup_s": 0.3 if quick else 1.0}
     cpu0 = server.cpu_s()
-    proc = subprocess.Popen([sys.executable, str(HERE / "_loadgen.py"), json.dumps(spec)],
+    proc = subprocess.Popen([sys.executable, str(LIB / "loadgen.py"), json.dumps(spec)],
                             stdout=subprocess.PIPE, text=True)
     os.sched_setaffinity(proc.pid, _procs.cores(LOAD_CORE))
     stdout, _ = proc.communicate()

@@ -1,6 +1,6 @@
 """A fast fixed-reply OpenAI chat upstream for overhead benchmarks (aiohttp.web).
 
-``python bench/_upstream.py PORT CHUNKS DELAY_MS``: non-streamed requests get one short JSON
+``python bench/lib/upstream.py PORT CHUNKS DELAY_MS``: non-streamed requests get one short JSON
 answer at once; streamed requests get CHUNKS content chunks DELAY_MS apart, then [DONE].
 """
 

@@ -1,7 +1,7 @@
 """The floor: a bare OpenAI passthrough proxy on llmroute's HTTP stack (Starlette + uvicorn +
 one pooled aiohttp client), with no validation and no routing.
 
-``python bench/_passthrough.py PORT UPSTREAM_URL``
+``python bench/lib/passthrough.py PORT UPSTREAM_URL``
 """
 
 from __future__ import annotations

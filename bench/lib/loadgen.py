@@ -1,6 +1,6 @@
 """Load generator for overhead benchmarks, run as its own process (pinned to its own core).
 
-``python bench/_loadgen.py SPEC_JSON`` prints one JSON line: ``latencies_ms`` (one per
+``python bench/lib/loadgen.py SPEC_JSON`` prints one JSON line: ``latencies_ms`` (one per
 completed request, end of answer for streams), ``errors``, ``chunks`` (SSE events received)
 and ``duration_s``. SPEC keys: ``url``, ``model``, ``stream``, ``mode`` (``closed``: ``clients``
 back-to-back; ``open``: ``rate`` requests/s at fixed intervals), ``duration_s``, ``warmup_s``.

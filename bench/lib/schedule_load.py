@@ -24,7 +24,7 @@ import orjson
 from llmroute.anchor.sources.vllm import parse_vllm_metrics
 from llmroute.policy.tokens import MESSAGE_OVERHEAD_TOKENS
 
-TRACE = Path(__file__).resolve().parents[2] / "shared" / "data" / "azure-llm-trace-2023"
+TRACE = Path(__file__).resolve().parents[3] / "shared" / "data" / "azure-llm-trace-2023"
 FILES = {"code": "AzureLLMInferenceTrace_code.csv", "conv": "AzureLLMInferenceTrace_conv.csv"}
 
 
