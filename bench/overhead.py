@@ -114,8 +114,13 @@ def start_all(work: Path, console: Console) -> dict[str, _procs.Server]:
         argv = [a.replace("{port}", str(port)) for a in argv]
         servers[name] = _procs.start(name, argv, port, PROXY_CORE, work,
                                      {"LITELLM_LOG": "ERROR"})
-    for s in servers.values():
-        _procs.wait_ready(s, _chat_ok, timeout_s=180)
+    try:
+        for s in servers.values():
+            _procs.wait_ready(s, _chat_ok, timeout_s=180)
+    except BaseException:
+        for s in servers.values():
+            s.stop()
+        raise
     return servers
 
 
