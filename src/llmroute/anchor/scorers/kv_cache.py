@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llmroute.anchor.protocol import AnchorContext
+from llmroute.anchor.scorers.base import engine, present
 from llmroute.anchor.sources.signals import EngineSignals
 from llmroute.types import Backend
 
@@ -29,10 +30,4 @@ class KvCacheScorer:
 
     def score(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> dict[str, float]:
         """See the class docstring."""
-        engines = ctx.snapshot.engines
-        out = {}
-        for b in candidates:
-            free = kv_free(engines.get(b.id))
-            if free is not None:
-                out[b.id] = free
-        return out
+        return present(candidates, lambda bid: kv_free(engine(ctx, bid)))

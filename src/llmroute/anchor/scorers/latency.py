@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llmroute.anchor.protocol import AnchorContext
+from llmroute.anchor.scorers.base import present, stats
 from llmroute.types import Backend, BackendStats
 
 
@@ -30,11 +31,4 @@ class LatencyScorer:
 
     def score(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> dict[str, float]:
         """See the class docstring."""
-        stats = ctx.snapshot.stats
-        out = {}
-        for b in candidates:
-            s = stats.get(b.id)
-            ratio = latency_ratio(s) if s is not None else None
-            if ratio is not None:
-                out[b.id] = ratio
-        return out
+        return present(candidates, lambda bid: latency_ratio(stats(ctx, bid)))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llmroute.anchor.protocol import AnchorContext
+from llmroute.anchor.scorers.base import engine, present
+from llmroute.anchor.sources.signals import EngineSignals
 from llmroute.types import Backend
 
 
@@ -18,10 +20,8 @@ class QueueDepthScorer:
 
     def score(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> dict[str, float]:
         """See the class docstring."""
-        engines = ctx.snapshot.engines
-        out = {}
-        for b in candidates:
-            e = engines.get(b.id)
-            if e is not None and e.waiting is not None:
-                out[b.id] = 1.0 / (1.0 + e.waiting)
-        return out
+        return present(candidates, lambda bid: _idle_queue(engine(ctx, bid)))
+
+
+def _idle_queue(e: EngineSignals | None) -> float | None:
+    return None if e is None or e.waiting is None else 1.0 / (1.0 + e.waiting)
