@@ -12,8 +12,9 @@
     ├── BackendError                   an engine failed; .backend_id, .retryable
     │   ├── UpstreamConnectError       could not connect / connection reset (retryable)
     │   ├── UpstreamTimeout            connect, TTFT, inter-token stall or total timeout (retryable)
-    │   ├── UpstreamStatusError        the engine answered 4xx/5xx; retryable for 429 and 5xx
-    │   └── UpstreamProtocolError      malformed SSE/JSON or an in-band error event (retryable)
+    │   ├── UpstreamStatusError        the engine answered 4xx/5xx; retryable for 5xx, 429, 401/403/404/405
+    │   └── UpstreamProtocolError      malformed SSE/JSON (retryable)
+    │       └── UpstreamInBandError    an in-band ``error`` event in the stream
     ├── NoBackendAvailable             503: every candidate failed or none is usable
     ├── ConfigError                    bad configuration; message names file:line:field
     ├── EngineError                    a local engine could not be built, started or stopped
@@ -147,6 +148,10 @@ class UpstreamProtocolError(BackendError):
     """The engine sent something that is not valid SSE/JSON, or an in-band error event."""
 
     code = "upstream_protocol_error"
+
+
+class UpstreamInBandError(UpstreamProtocolError):
+    """The engine's stream carried an ``error`` event instead of a chunk."""
 
 
 class NoBackendAvailable(LLMRouteError):

@@ -25,6 +25,7 @@ from llmroute.config import TimeoutConfig
 from llmroute.errors import (
     BackendError,
     UpstreamConnectError,
+    UpstreamInBandError,
     UpstreamProtocolError,
     UpstreamStatusError,
     UpstreamTimeout,
@@ -211,8 +212,8 @@ def _parse_chunk(data: str, backend: Backend) -> Chunk:
         raise UpstreamProtocolError(f"{backend.id}: malformed stream chunk: {data[:120]!r}",
                                     backend_id=backend.id)
     if obj.get("error") is not None:
-        raise UpstreamProtocolError(f"{backend.id}: error in stream: {_error_message(obj, b'')}",
-                                    backend_id=backend.id)
+        raise UpstreamInBandError(f"{backend.id}: error in stream: {_error_message(obj, b'')}",
+                                  backend_id=backend.id)
     return Chunk(data, obj)
 
 

@@ -13,15 +13,11 @@ from llmroute.config import RetryConfig
 from llmroute.errors import (
     BackendError,
     UpstreamConnectError,
+    UpstreamInBandError,
     UpstreamProtocolError,
     UpstreamStatusError,
     UpstreamTimeout,
 )
-
-
-def is_retryable(err: BackendError) -> bool:
-    """Connect errors, timeouts, protocol errors, 429 and 5xx are retryable; other 4xx not."""
-    return err.retryable
 
 
 def backoff_s(config: RetryConfig, attempt: int, rng: random.Random,
@@ -53,6 +49,8 @@ def failure_reason(err: BackendError) -> str:
         return "stall" if err.phase == "stall" else "timeout"
     if isinstance(err, UpstreamConnectError):
         return "cut"
+    if isinstance(err, UpstreamInBandError):
+        return "inband"
     if isinstance(err, UpstreamProtocolError):
-        return "inband" if "error in stream" in err.message else "malformed"
+        return "malformed"
     return "status"
