@@ -55,7 +55,8 @@ async def route(rt: Runtime, request: ChatRequest) -> Routed:
 
 def rank(rt: Runtime, request: ChatRequest, intent: Intent, plan: RoutePlan) -> list[Candidate]:
     """Primary candidates ranked by the profile, then the plan's fallbacks ranked."""
-    ctx = AnchorContext(request, intent, rt.stats.snapshot(rt.clock()), rt.clock())
+    now = rt.clock()
+    ctx = AnchorContext(request, intent, rt.stats.snapshot(now), now)
     primary = rt.profile.rank(ctx, [rt.backends[b] for b in plan.backend_ids])
     fallback = rt.profile.rank(ctx, [rt.backends[b] for b in plan.fallback_ids])
     if primary or fallback:
