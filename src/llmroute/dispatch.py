@@ -10,10 +10,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import orjson
 import structlog
 
-from llmroute.backends.sse import DONE
+from llmroute.backends.sse import DONE, encode_json
 from llmroute.errors import (
     BackendError,
     LLMRouteError,
@@ -235,7 +234,7 @@ def degrade(rt: Runtime, plan: RoutePlan, candidates: list[Candidate]
 
 async def _replay(chunks: list[dict[str, Any]]) -> AsyncIterator[bytes]:
     for chunk in chunks:
-        yield b"data: " + orjson.dumps(chunk) + b"\n\n"
+        yield encode_json(chunk)
     yield DONE
 
 

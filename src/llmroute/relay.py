@@ -19,13 +19,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import orjson
 import structlog
 
 from llmroute.anchor.capability import capabilities_of
 from llmroute.backends.capabilities import capabilities
 from llmroute.backends.client import Chunk, UpstreamStream
-from llmroute.backends.sse import DONE
+from llmroute.backends.sse import DONE, encode_json
 from llmroute.errors import (
     BackendError,
     LLMRouteError,
@@ -180,7 +179,7 @@ class Relay:
                 if Seam.terminal(out):
                     self._tail = out
                 else:
-                    data += _sse(out)
+                    data += encode_json(out)
                 if data:
                     yield data
                 self._prewarm()
@@ -201,7 +200,7 @@ class Relay:
         tail, self._tail = self._tail, None
         if tail is None:
             return b""
-        return _sse(self.seam.finish(tail) if last else tail)
+        return encode_json(self.seam.finish(tail) if last else tail)
 
     def _can_continue(self) -> bool:
         return not self.seam.tool_in_flight and not self.budget.exhausted
@@ -269,10 +268,6 @@ async def _first(chunks: AsyncIterator[Chunk], backend: Backend) -> Chunk:
                                     backend_id=backend.id) from None
 
 
-def _sse(obj: dict[str, Any]) -> bytes:
-    return b"data: " + orjson.dumps(obj) + b"\n\n"
-
-
 def error_event(err: LLMRouteError) -> bytes:
     """An in-stream OpenAI-shaped error event."""
-    return b"data: " + orjson.dumps(to_openai(err)[1]) + b"\n\n"
+    return encode_json(to_openai(err)[1])

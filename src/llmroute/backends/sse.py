@@ -26,6 +26,9 @@ The decoder does no I/O and holds only per-stream state; use one instance per st
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+import orjson
 
 from llmroute.errors import UpstreamProtocolError
 
@@ -163,6 +166,13 @@ class SSEDecoder:
         if not data:
             return None
         return SSEEvent("\n".join(data), event_type or "message", self._last_id, self._retry_ms)
+
+
+def encode_json(obj: Any) -> bytes:
+    """``obj`` as one SSE ``data:`` event, serialised with orjson. The hot path for OpenAI
+    chunks: compact JSON never contains a line break, so one ``data:`` line always suffices
+    (``encode_event`` handles arbitrary text)."""
+    return b"data: " + orjson.dumps(obj) + b"\n\n"
 
 
 def encode_event(data: str, *, event: str | None = None, id: str | None = None) -> bytes:

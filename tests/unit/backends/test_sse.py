@@ -9,7 +9,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmroute.backends.sse import DONE, SSEDecoder, SSEEvent, encode_comment, encode_event
+from llmroute.backends.sse import (
+    DONE,
+    SSEDecoder,
+    SSEEvent,
+    encode_comment,
+    encode_event,
+    encode_json,
+)
 from llmroute.errors import UpstreamProtocolError
 
 # ---------------------------------------------------------------------------------------------
@@ -397,3 +404,12 @@ def test_max_line_bytes_default_is_4_mib() -> None:
 def test_max_line_bytes_must_be_positive() -> None:
     with pytest.raises(ValueError):
         SSEDecoder(max_line_bytes=0)
+
+
+@given(st.dictionaries(st.text(), st.text() | st.integers(-(2**63), 2**63 - 1) | st.none(),
+                       max_size=5))
+def test_encode_json_is_one_event_carrying_the_object(obj):
+    import json
+
+    events = SSEDecoder().feed(encode_json(obj))
+    assert len(events) == 1 and json.loads(events[0].data) == obj
