@@ -6,34 +6,29 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
-from llmroute import pipeline
-from llmroute.api.body import read_json
 from llmroute.api.debug_backends import debug_backends
 from llmroute.api.debug_fuse import debug_fuse
 from llmroute.api.debug_route import debug_route
-from llmroute.api.errors import on_http_error, on_llmroute_error, on_unexpected, request_id
+from llmroute.api.errors import on_http_error, on_llmroute_error, on_unexpected
+from llmroute.api.exchange import Exchange
 from llmroute.api.metrics import metrics
 from llmroute.api.responses import json_response
 from llmroute.api.wire import parse_chat, parse_completion
 from llmroute.config import Config
 from llmroute.errors import LLMRouteError
 from llmroute.runtime import Progress, Runtime, open_runtime
-from llmroute.types import ChatRequest
-
-Parser = Callable[[Any, str], ChatRequest]
-_SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
 
 def create_app(config: Config, *, runtime: Runtime | None = None,
@@ -49,7 +44,9 @@ def create_app(config: Config, *, runtime: Runtime | None = None,
             app.state.runtime = rt
             yield
 
-    app = Starlette(routes=_routes(), lifespan=lifespan, exception_handlers={
+    hot = {"/v1/chat/completions": Exchange(parse_chat),
+           "/v1/completions": Exchange(parse_completion)}
+    app = Gateway(hot, routes=_routes(hot), lifespan=lifespan, exception_handlers={
         LLMRouteError: on_llmroute_error, HTTPException: on_http_error,
         Exception: on_unexpected})
     if runtime is not None:
@@ -57,10 +54,29 @@ def create_app(config: Config, *, runtime: Runtime | None = None,
     return app
 
 
-def _routes() -> list[Route]:
+class Gateway(Starlette):
+    """Starlette, except that ``POST`` to the two OpenAI endpoints goes straight to their
+    ``Exchange`` (no routing or middleware layers: the request path's CPU matters most, see
+    ``bench/overhead.py``). Every other path, and these two under a ``root_path``, go
+    through Starlette's routing as usual."""
+
+    def __init__(self, hot: dict[str, Exchange], **kwargs: Any):
+        super().__init__(**kwargs)
+        self._hot = hot
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        hot = self._hot.get(scope["path"]) if scope["type"] == "http" \
+            and scope["method"] == "POST" else None
+        if hot is None:
+            await super().__call__(scope, receive, send)
+            return
+        scope["app"] = self
+        await hot(scope, receive, send)
+
+
+def _routes(hot: dict[str, Exchange]) -> list[Route]:
     return [
-        Route("/v1/chat/completions", _endpoint(parse_chat), methods=["POST"]),
-        Route("/v1/completions", _endpoint(parse_completion), methods=["POST"]),
+        *(Route(path, exchange, methods=["POST"]) for path, exchange in hot.items()),
         Route("/v1/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Route("/ready", ready, methods=["GET"]),
@@ -69,46 +85,6 @@ def _routes() -> list[Route]:
         Route("/metrics", metrics, methods=["GET"]),
         Route("/debug/fuse", debug_fuse, methods=["GET"]),
     ]
-
-
-def _endpoint(parse: Parser) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-    async def endpoint(request: Request) -> Response:
-        rt: Runtime = request.app.state.runtime
-        body = await read_json(request, rt.config.server.max_body_bytes)
-        chat = parse(body, request_id(request))
-        routed = await _unless_disconnected(request, pipeline.route(rt, chat))
-        if routed is None:
-            return Response(status_code=499)
-        if routed.stream is not None:
-            return StreamingResponse(routed.stream, headers={**routed.headers, **_SSE_HEADERS},
-                                     media_type="text/event-stream")
-        return json_response(routed.body, 200, routed.headers)
-    return endpoint
-
-
-async def _unless_disconnected(request: Request, work: Coroutine[Any, Any, Any]) -> Any:
-    """Run ``work`` (routing, up to the first streamed chunk); if the client disconnects
-    first, cancel it (which closes the upstream request) and return None."""
-    task = asyncio.ensure_future(work)
-    watcher = asyncio.ensure_future(_disconnected(request))
-    try:
-        done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-    except BaseException:
-        task.cancel()
-        raise
-    finally:
-        watcher.cancel()
-    if task in done:
-        return task.result()
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
-    return None
-
-
-async def _disconnected(request: Request) -> None:
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
 
 
 async def models(request: Request) -> Response:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import uuid
+import secrets
 
 import structlog
 from starlette.exceptions import HTTPException
@@ -22,7 +22,7 @@ def request_id(request: Request) -> str:
     """The request's id: the client's ``x-request-id``, else one made up once per request."""
     rid = getattr(request.state, "request_id", None)
     if rid is None:
-        rid = request.state.request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
+        rid = request.state.request_id = request.headers.get("x-request-id") or secrets.token_hex(16)
     return rid
 
 

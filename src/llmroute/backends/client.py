@@ -65,6 +65,7 @@ class BackendClient:
     def __init__(self, session: aiohttp.ClientSession, timeouts: TimeoutConfig):
         self._session = session
         self._timeouts = timeouts
+        self._connect = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect_s)
 
     async def complete(self, backend: Backend, endpoint: Endpoint, body: dict[str, Any],
                        request_id: str) -> dict[str, Any]:
@@ -105,10 +106,9 @@ class BackendClient:
 
     def _post(self, backend: Backend, endpoint: Endpoint, body: dict[str, Any],
               request_id: str) -> Any:
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._timeouts.connect_s)
         return self._session.post(backend.base_url + _PATHS[endpoint],
                                   data=orjson.dumps(upstream_body(backend, body)),
-                                  headers=_headers(backend, request_id), timeout=timeout)
+                                  headers=_headers(backend, request_id), timeout=self._connect)
 
 
 class UpstreamStream:

@@ -1,0 +1,124 @@
+"""The two OpenAI POST endpoints as plain ASGI apps: read, validate, route, answer.
+
+They speak ASGI directly instead of going through Starlette's request/response wrappers:
+one watcher task per request listens for the client's ``http.disconnect`` and cancels the
+request's task (which closes the upstream request), and answers are sent as two ASGI
+messages. ``bench/overhead.py`` measured the wrappers (an anyio task group per stream, a
+second task and an ``asyncio.wait`` per request, a ``Response`` object) as a large share of
+the router's own CPU per request.
+
+Errors before the answer starts are sent in OpenAI shape by the same handlers Starlette
+uses (``api/errors.py``); an error after a stream has started is logged and re-raised, so
+the server closes the connection (the relay already ends every stream with ``[DONE]`` or an
+OpenAI error event, so this is a bug path).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.types import Receive, Scope, Send
+
+from llmroute import pipeline
+from llmroute.api.body import read_json
+from llmroute.api.errors import on_llmroute_error, on_unexpected, request_id
+from llmroute.errors import LLMRouteError
+from llmroute.runtime import Runtime
+from llmroute.types import ChatRequest
+
+Parser = Callable[[Any, str], ChatRequest]
+_SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"),
+                (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
+_JSON_HEADERS = [(b"content-type", b"application/json")]
+
+
+class Exchange:
+    """ASGI app for ``POST /v1/chat/completions`` or ``/v1/completions``; ``parse`` turns
+    the JSON body into a ChatRequest (raises InvalidRequest). Answers 200 with JSON or SSE,
+    an OpenAI-shaped 4xx/5xx, or nothing when the client disconnects first."""
+
+    def __init__(self, parse: Parser):
+        self._parse = parse
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        started = False
+
+        async def tracked(message: dict[str, Any]) -> None:
+            nonlocal started
+            started = True
+            await send(message)
+
+        try:
+            await self._serve(request, tracked)
+        except Exception as exc:
+            if started:
+                raise
+            handler = on_llmroute_error if isinstance(exc, LLMRouteError) else on_unexpected
+            await (await handler(request, exc))(scope, receive, send)
+
+    async def _serve(self, request: Request, send: Send) -> None:
+        rt: Runtime = request.app.state.runtime
+        body = await read_json(request, rt.config.server.max_body_bytes)
+        chat = self._parse(body, request_id(request))
+        async with _cancel_on_disconnect(request.receive) as gone:
+            try:
+                routed = await pipeline.route(rt, chat)
+                if routed.stream is None:
+                    await _send_json(send, routed.body, routed.headers)
+                else:
+                    await _send_stream(send, routed.stream, routed.headers)
+            except asyncio.CancelledError:
+                if not gone.is_set():
+                    raise
+
+
+@contextlib.asynccontextmanager
+async def _cancel_on_disconnect(receive: Receive) -> AsyncIterator[asyncio.Event]:
+    """While the block runs, a client disconnect cancels the current task; the yielded
+    event is set when that happened (the block then swallows the cancellation)."""
+    task, gone = asyncio.current_task(), asyncio.Event()
+    assert task is not None
+
+    async def watch() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        gone.set()
+        task.cancel()
+
+    watcher = asyncio.create_task(watch())
+    try:
+        yield gone
+    finally:
+        watcher.cancel()
+        if gone.is_set():
+            task.uncancel()
+
+
+async def _send_json(send: Send, body: Any, headers: dict[str, str]) -> None:
+    data = orjson.dumps(body)
+    raw = [*_JSON_HEADERS, (b"content-length", str(len(data)).encode()), *_encode(headers)]
+    await send({"type": "http.response.start", "status": 200, "headers": raw})
+    await send({"type": "http.response.body", "body": data})
+
+
+async def _send_stream(send: Send, stream: AsyncIterator[bytes], headers: dict[str, str]
+                       ) -> None:
+    """Send SSE bytes as they come; the stream is closed however this ends."""
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [*_SSE_HEADERS, *_encode(headers)]})
+    try:
+        async for chunk in stream:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    finally:
+        await stream.aclose()  # type: ignore[attr-defined]
+    await send({"type": "http.response.body", "body": b""})
+
+
+def _encode(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
