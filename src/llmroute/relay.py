@@ -130,13 +130,15 @@ class Relay:
     def _prewarm(self) -> None:
         """With ``fuse.prewarm``, keep the next candidate's prompt cache close behind the
         stream: send it the conversation plus the text so far as a continuation (one output
-        token, not streamed) when the stream starts and again once ``fuse.prewarm_tokens``
-        more tokens have streamed (one warm-up at a time). A handoff's continuation then
-        prefills only the last few tokens. Costs the fallback a prefill of every streamed
-        token, in batches."""
+        token, not streamed) when the stream starts, again once ``fuse.prewarm_tokens``
+        more tokens have streamed, and after every new token while a high-entropy run is
+        under way (``Fuse.suspect``: a handoff may follow) — one warm-up at a time. A
+        handoff's continuation then prefills only the last few tokens. Costs the fallback a
+        prefill of every streamed token, in batches."""
         cfg, req = self.rt.config.fuse, self.request
         busy = self._warm is not None and not self._warm.done()
-        due = self._warmed_at is None or self.seam.tokens - self._warmed_at >= cfg.prewarm_tokens
+        due = self._warmed_at is None or self.seam.tokens - self._warmed_at >= (
+            1 if self.leg is not None and self.leg.fuse.suspect else cfg.prewarm_tokens)
         nxt = self.budget.peek()
         if not cfg.prewarm or req.endpoint != "chat" or busy or not due or nxt is None:
             return

@@ -66,3 +66,8 @@ class EntropyRun:
         self.window = (*self.window, entropy)[-self._keep:]
         self._run = self._run + 1 if entropy > self.threshold_nats else 0
         return self._run >= self.run_tokens
+
+    @property
+    def length(self) -> int:
+        """Tokens in the current run of high-entropy tokens (0 after a calm token)."""
+        return self._run

@@ -31,6 +31,11 @@ class Fuse:
         return self._run is not None
 
     @property
+    def suspect(self) -> bool:
+        """True while a run of high-entropy tokens is under way (a handoff may follow)."""
+        return self._run is not None and self._run.length > 0
+
+    @property
     def window(self) -> tuple[float, ...]:
         """The recent per-token entropies in nats (empty when disarmed)."""
         return () if self._run is None else self._run.window

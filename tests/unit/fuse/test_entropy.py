@@ -93,3 +93,13 @@ def test_failures_hand_off_even_when_disarmed():
     verdict = Fuse(None).observe(StreamEvent(failure="stall"))
     assert verdict.handoff and verdict.reason == "stall"
     assert not Fuse(None).observe(StreamEvent((9.0,) * 10)).handoff
+
+
+def test_suspect_while_a_high_entropy_run_lasts():
+    fuse = Fuse(EntropyConfig(threshold_nats=1.0, run_tokens=3))
+    seen = []
+    for h in (0.1, 2.0, 2.0, 0.5, 2.0):
+        fuse.observe(StreamEvent((h,)))
+        seen.append(fuse.suspect)
+    assert seen == [False, True, True, False, True]
+    assert not Fuse(None).suspect

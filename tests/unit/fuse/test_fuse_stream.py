@@ -245,8 +245,12 @@ async def test_prewarm_sends_the_next_candidate_the_conversation_first():
             serve_upstream(["ok"], FALLBACK) as b, \
             open_router(make_config(backends(a, b), fuse={"prewarm": True})) as (_, client):
         r = await client.post(CHAT, json=chat(max_tokens=50))
-    warm, cont = b.requests
+    warm, *during_run, cont = b.requests
     assert warm["stream"] is False and warm["max_tokens"] == 1
     assert warm["messages"] == chat()["messages"] and "logprobs" not in warm
+    # while the high-entropy run lasts, the fallback is kept warm token by token
+    assert during_run and all(w["max_tokens"] == 1 for w in during_run)
+    prefixes = [w["messages"][-1]["content"] for w in during_run]
+    assert all("The quick brown".startswith(p) and p for p in prefixes)
     assert cont["stream"] is True and cont["messages"][-1]["content"] == "The quick brown"
     assert content(events(r.text)[:-1]) == "The quick brown" + FALLBACK
