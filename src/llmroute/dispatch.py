@@ -94,9 +94,12 @@ class Budget:
         self.left -= 1
         return self._queue.pop(0)
 
-    def peek(self) -> Candidate | None:
-        """The next candidate, without spending an attempt; None when exhausted."""
-        return None if self.exhausted else self._queue[0]
+    def peek(self, skip: int = 0) -> Candidate | None:
+        """The candidate after the next ``skip`` ones, without spending an attempt; None
+        when the budget cannot reach it."""
+        if self.left <= skip or len(self._queue) <= skip:
+            return None
+        return self._queue[skip]
 
     @property
     def exhausted(self) -> bool:
@@ -218,7 +221,12 @@ async def open_stream(rt: Runtime, request: ChatRequest, plan: RoutePlan,
                                int(rt.wall_clock()))
         return canned_backend(plan.pool), _replay(chunks)
     relay = Relay(rt, request, plan, Budget(ordered, plan.max_attempts), with_failover)
-    leg = await relay.open_leg()
+    relay.prewarm()  # with fuse.prewarm the fallback prefills while the primary does
+    try:
+        leg = await relay.open_leg()
+    except BaseException:
+        relay.stop_warm()
+        raise
     rt.affinity.record(request.text, leg.attempt.backend.id, leg.attempt.started)
     return leg.attempt.backend, relay.stream()
 

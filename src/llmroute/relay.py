@@ -113,7 +113,7 @@ class Relay:
 
     async def stream(self) -> AsyncIterator[bytes]:
         """The client's SSE bytes; closing it (client gone) closes the upstream request."""
-        self._prewarm()
+        self.prewarm()
         try:
             while self.leg is not None:
                 async for data in self._drain(self.leg):
@@ -122,24 +122,23 @@ class Relay:
         except LLMRouteError as err:
             yield self._flush(last=True) + error_event(err)
         finally:
-            if self._warm is not None:
-                self._warm.cancel()
+            self.stop_warm()
             if self.leg is not None:
                 self.leg.end(None)
 
-    def _prewarm(self) -> None:
+    def prewarm(self) -> None:
         """With ``fuse.prewarm``, keep the next candidate's prompt cache close behind the
         stream: send it the conversation plus the text so far as a continuation (one output
-        token, not streamed) when the stream starts, again once ``fuse.prewarm_tokens``
-        more tokens have streamed, and after every new token while a high-entropy run is
-        under way (``Fuse.suspect``: a handoff may follow) — one warm-up at a time. A
-        handoff's continuation then prefills only the last few tokens. Costs the fallback a
-        prefill of every streamed token, in batches."""
+        token, not streamed) as the primary is asked (both prefill at once), again once
+        ``fuse.prewarm_tokens`` more tokens have streamed, and after every new token while a
+        high-entropy run is under way (``Fuse.suspect``: a handoff may follow) — one warm-up
+        at a time. A handoff's continuation then prefills only the last few tokens. Costs
+        the fallback a prefill of every streamed token, in batches."""
         cfg, req = self.rt.config.fuse, self.request
         busy = self._warm is not None and not self._warm.done()
         due = self._warmed_at is None or self.seam.tokens - self._warmed_at >= (
             1 if self.leg is not None and self.leg.fuse.suspect else cfg.prewarm_tokens)
-        nxt = self.budget.peek()
+        nxt = self.budget.peek(0 if self.leg is not None else 1)
         if not cfg.prewarm or req.endpoint != "chat" or busy or not due or nxt is None:
             return
         self._warmed_at = self.seam.tokens
@@ -148,6 +147,11 @@ class Relay:
         body = {k: v for k, v in body.items() if k not in _WARM_DROPS}
         self._warm = asyncio.ensure_future(self._warm_up(nxt.backend, {
             **body, "stream": False, "max_tokens": 1}))
+
+    def stop_warm(self) -> None:
+        """Cancel a warm-up still in flight (the request is over)."""
+        if self._warm is not None:
+            self._warm.cancel()
 
     async def _warm_up(self, backend: Backend, body: dict[str, Any]) -> None:
         try:
@@ -184,7 +188,7 @@ class Relay:
                     data += encode_json(out)
                 if data:
                     yield data
-                self._prewarm()
+                self.prewarm()
 
     async def _broken(self, leg: _Leg, err: BackendError) -> None:
         """``leg`` failed mid-stream: hand off, unless its answer was already complete (a

@@ -4,6 +4,7 @@ the handoff in the final chunk and in /debug/fuse); nothing left → an error ev
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -254,3 +255,15 @@ async def test_prewarm_sends_the_next_candidate_the_conversation_first():
     assert all("The quick brown".startswith(p) and p for p in prefixes)
     assert cont["stream"] is True and cont["messages"][-1]["content"] == "The quick brown"
     assert content(events(r.text)[:-1]) == "The quick brown" + FALLBACK
+
+
+async def test_prewarm_starts_while_the_primary_is_still_prefilling():
+    async with serve_upstream([("hang", 0.6)], PRIMARY) as a, \
+            serve_upstream(["ok"], FALLBACK) as b, \
+            open_router(make_config(backends(a, b), fuse={"prewarm": True})) as (_, client):
+        pending = asyncio.ensure_future(client.post(CHAT, json=chat(max_tokens=50)))
+        await asyncio.sleep(0.3)
+        warmed_before_first_byte = [w["max_tokens"] for w in b.requests]
+        r = await pending
+    assert warmed_before_first_byte == [1]
+    assert content(events(r.text)[:-1]) == PRIMARY
