@@ -85,3 +85,23 @@ async def test_upstream_4xx_is_returned_not_retried():
     assert r.json()["error"] == {"message": "scripted 400", "type": "server_error",
                                  "param": None, "code": "upstream_status_error"}
     assert len(bad.requests) == 1 and good.requests == []
+
+
+class _BrokenStrategy:
+    """A strategy with a bug: every plan raises."""
+
+    def plan(self, request, intent):
+        raise RuntimeError("bug")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+async def test_a_bug_is_an_openai_shaped_500_with_the_request_id(stream):
+    cfg = make_config([{"id": "a", "pool": "general", "base_url": "http://127.0.0.1:9"}])
+    async with open_router(cfg) as (rt, client):
+        rt.strategy = _BrokenStrategy()
+        r = await client.post(CHAT, headers={"x-request-id": "req-7"}, json={
+            "model": "auto", "stream": stream, "messages": [{"role": "user", "content": "hi"}]})
+        after = await client.get("/health")
+    assert r.status_code == 500 and r.headers["x-request-id"] == "req-7"
+    assert r.json()["error"]["code"] == "internal_error"
+    assert after.status_code == 200
