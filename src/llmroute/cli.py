@@ -1,4 +1,5 @@
-"""``llmroute`` command line: ``serve``, ``demo`` and ``emulate``."""
+"""``llmroute`` command line: ``serve``, ``demo``, ``emulate``, ``backends``, ``classify``,
+``gate`` and ``bench``."""
 
 from __future__ import annotations
 
@@ -30,6 +31,10 @@ def _parser() -> argparse.ArgumentParser:
     backends.add_argument("--url", default="http://127.0.0.1:8000", help="the router")
     backends.add_argument("--interval", type=float, default=1.0, help="refresh (seconds)")
     backends.add_argument("--once", action="store_true", help="print one table and exit")
+    bench = sub.add_parser("bench", help="run a benchmark of the source checkout, e.g. "
+                           "`llmroute bench overhead --quick`")
+    bench.add_argument("name", help="overhead, decide, schedule, handoff, gate_quality, …")
+    bench.add_argument("args", nargs=argparse.REMAINDER, help="passed to bench/NAME.py")
     from llmroute.gate.cli import add_commands
 
     add_commands(sub)
@@ -59,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "emulate":
             return _emulate(args)
+        if args.command == "bench":
+            from llmroute.bench_cli import run as run_bench
+
+            return run_bench(args.name, args.args)
         if args.command == "backends":
             from llmroute.anchor_cli import watch
 
