@@ -20,9 +20,11 @@ _HTTP_TYPES = {404: ("not_found_error", "not_found"),
 
 def request_id(request: Request) -> str:
     """The request's id: the client's ``x-request-id``, else one made up once per request."""
-    rid = getattr(request.state, "request_id", None)
+    scope = request.scope  # kept in the ASGI scope (not request.state: its misses raise)
+    rid = scope.get("llmroute.request_id")
     if rid is None:
-        rid = request.state.request_id = request.headers.get("x-request-id") or secrets.token_hex(16)
+        rid = request.headers.get("x-request-id") or secrets.token_hex(16)
+        scope["llmroute.request_id"] = rid
     return rid
 
 
