@@ -195,7 +195,8 @@ def _plot(warm: list[float], cold: list[float], base: list[float]) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Parse arguments, run, print ``RESULT {json}`` last."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description="Handoff gap and seam continuity of mid-stream "
+                                 "handoffs on two real local engines.")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("-n", type=int, default=None, help="handoffs to measure")
     args = ap.parse_args(argv)

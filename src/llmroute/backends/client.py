@@ -218,5 +218,8 @@ def _parse_chunk(data: str, backend: Backend) -> Chunk:
 
 
 def _connect_error(exc: aiohttp.ClientError, backend: Backend) -> BackendError:
+    if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
+        return UpstreamConnectError(f"{backend.id}: the connection closed in the middle of "
+                                    "the answer", backend_id=backend.id)
     return UpstreamConnectError(f"{backend.id}: {type(exc).__name__}: {exc}",
                                 backend_id=backend.id)

@@ -161,6 +161,15 @@ async def test_no_backend_left_after_a_cut_ends_with_an_error_event():
     assert content(chunks[:-1]) == "The quick"
 
 
+async def test_a_cut_with_nowhere_to_go_says_the_connection_closed_mid_answer():
+    async with serve_upstream([("cut", 2)], PRIMARY) as a, \
+            open_router(make_config(backends(a))) as (_, client):
+        r = await client.post(CHAT, json=chat())
+    error = events(r.text)[-1]["error"]
+    assert error["code"] == "upstream_connect_error"
+    assert error["message"] == "b0: the connection closed in the middle of the answer"
+
+
 async def test_429_before_the_first_byte_fails_over_and_honours_retry_after():
     async with serve_upstream([("status", 429, 30)]) as a, serve_upstream(["ok"]) as b, \
             open_router(make_config(backends(a, b))) as (rt, client):
