@@ -185,7 +185,7 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
-def _try_json(raw: bytes) -> Any:
+def _try_json(raw: bytes | str) -> Any:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -207,7 +207,7 @@ def _parse_object(raw: bytes, backend: Backend) -> dict[str, Any]:
 
 
 def _parse_chunk(data: str, backend: Backend) -> Chunk:
-    obj = _try_json(data.encode())
+    obj = _try_json(data)
     if not isinstance(obj, dict):
         raise UpstreamProtocolError(f"{backend.id}: malformed stream chunk: {data[:120]!r}",
                                     backend_id=backend.id)
