@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import orjson
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive, Scope, Send
 
 from llmroute import pipeline
@@ -56,6 +56,8 @@ class Exchange:
 
         try:
             await self._serve(request, tracked)
+        except ClientDisconnect:
+            return  # gone while sending its body: nobody to answer
         except Exception as exc:
             if started:
                 raise

@@ -224,3 +224,23 @@ async def test_health_is_alive():
     async with open_router(cfg) as (_, client):
         r = await client.get("/health")
     assert r.status_code == 200 and r.json() == {"status": "ok"}
+
+
+async def test_client_gone_while_sending_its_body_is_not_an_error():
+    from structlog.testing import capture_logs
+
+    cfg = make_config([{"id": "a", "pool": "general", "base_url": "http://127.0.0.1:9"}])
+    async with open_router(cfg) as (rt, client), \
+            serve_in_background(create_app(cfg, runtime=rt)) as url:
+        host, port = url.removeprefix("http://").split(":")
+        with capture_logs() as logs:
+            reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n"
+                         b"content-type: application/json\r\ncontent-length: 1000\r\n\r\n"
+                         b'{"model": "auto", ')
+            await writer.drain()
+            writer.close()
+            await asyncio.sleep(0.3)
+        health = await client.get("/health")
+    assert health.status_code == 200
+    assert [e for e in logs if e["log_level"] in ("error", "critical")] == []
