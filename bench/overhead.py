@@ -167,7 +167,8 @@ def measure(servers: dict[str, _procs.Server], quick: bool, console: Console) ->
 
 
 def gate_p50_ms() -> float:
-    """The gate's own p50 classification time (ms) on the benchmark's prompt, in-process."""
+    """The gate's own p50 classification time (ms) on the benchmark's prompt, in-process and
+    pinned to the proxies' core, so it runs under the same conditions as the router's gate."""
     import asyncio
 
     from llmroute.api.wire import parse_chat
@@ -191,7 +192,12 @@ def gate_p50_ms() -> float:
             times.append((time.perf_counter() - t0) * 1000)
         await gate.close()
         return times[50:]
-    return statistics.median(asyncio.run(run()))
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, _procs.cores(PROXY_CORE))
+    try:
+        return statistics.median(asyncio.run(run()))
+    finally:
+        os.sched_setaffinity(0, allowed)
 
 
 def main() -> None:
