@@ -2,9 +2,11 @@
 throughput under 32 concurrent callers, next to the same MiniLM run without the gate's
 optimisations, in the same process.
 
-- **gate**: ``SemanticGate`` as the router runs it: input compression, n-gram first stage,
-  int8 MiniLM (≤ 64 tokens of the latest turn) only below the confidence threshold,
-  micro-batching for concurrent callers. The cache is defeated (every prompt unique).
+- **gate**: ``SemanticGate`` as the router runs it: input compression (the latest turn's
+  first 512 and last 256 characters), n-gram first stage, int8 MiniLM (≤ 64 tokens of the
+  latest turn) only below the confidence threshold and never for pasted material (a long
+  prompt's document), micro-batching for concurrent callers. The cache is defeated (every
+  prompt unique).
 - **plain**: the same MiniLM exported to ONNX, fp32, on the uncompressed text (≤ 256 tokens),
   with the same embedding head, one request at a time in a worker thread.
 

@@ -4,15 +4,22 @@ Seed design (docs/gate.md §compression):
 
 - only **user** turns are read (system prompts, assistant answers and tool results say little
   about what is being asked now); a completions request's prompt counts as one user turn;
-- the **latest** user turn is weighted most: it leads the text, whole up to
-  ``HEAD_CHARS + TAIL_CHARS`` (512 + 256) characters; a longer turn is cut tighter than the
-  seed's 512 + 256, to its first and last ``INSTRUCTION_CHARS`` (256) characters, where a
-  request around a pasted document states the task (measured on the public sets: slightly
-  better macro-F1 than 512 + 256, and a third of the first-stage time); earlier user turns
+- the **latest** user turn is weighted most: it leads the text, cut to its first
+  ``HEAD_CHARS`` (512) and last ``TAIL_CHARS`` (256) characters (the seed design: a request
+  around a pasted document states the task at its start or its end); earlier user turns
   add at most ``EARLIER_CHARS`` (128) characters each, newest first, ``EARLIER_TURNS`` of them;
 - fenced code blocks (```` ``` ````) are **not** encoded whole: each becomes one marker
   ``⟦code LANG N lines⟧`` and counts toward ``code_blocks``/``code_lines``;
 - tool schemas are a feature (``has_tools``, ``tool_names``), never encoded;
+- ``pasted``: the latest turn carries pasted material the request is *about* rather than
+  conversation with the assistant: a transcript (at least ``TRANSCRIPT_LINES`` lines shaped
+  ``Speaker: text``) or more than ``PASTED_CHARS`` characters;
+- ``document``: the latest turn supplies a text to work on: it is ``pasted``, or it has a
+  line of at least ``DOC_LINE_CHARS`` characters and at least one other line (a passage
+  plus an instruction or question about it);
+- ``choices``: the latest turn (as compressed) offers a label set to pick from:
+  ``Options:``, ``Choices:``, ``Categories:``, ``Labels:`` (or 选项/类别/标签, with ``:``
+  or ``：``);
 - text is NFKC-normalised and lone surrogates are replaced, so any input is safe to hash;
   a turn is first cut to its first ``SCAN_HEAD_CHARS`` (8k) and last ``SCAN_TAIL_CHARS``
   (4k) characters, so a 1 MB prompt costs about what a 12 kB one does.
@@ -34,11 +41,16 @@ from llmroute.types import ChatRequest
 HEAD_CHARS = 512
 TAIL_CHARS = 256
 EARLIER_CHARS = 128
-INSTRUCTION_CHARS = 256
 SCAN_HEAD_CHARS = 8_000
 SCAN_TAIL_CHARS = 4_000
 EARLIER_TURNS = 2
 MAX_TOOL_NAMES = 8
+TRANSCRIPT_LINES = 3
+PASTED_CHARS = 1500
+DOC_LINE_CHARS = 400
+_CHOICES = re.compile(r"\b(?:options|choices|categories|labels)[^\S\n]*[:：]|(?:选项|类别|标签)[^\S\n]*[:：]",
+                      re.IGNORECASE)
+_SPEAKER = re.compile(r"^[^\S\n]*[^\s:：][^\n:：]{0,23}[:：][^\S\n]*\S", re.MULTILINE)
 _FENCE = re.compile(r"```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 _LATIN_WORD = re.compile(r"[A-Za-z]{3,}")
@@ -49,7 +61,10 @@ class Compressed:
     """The compressed request: ``text`` (≤ ~1 kB, what the models read), ``latest`` (the
     latest user turn, compressed; what the encoder reads), code-block counts, tool facts,
     ``turns`` (user turns), ``cjk`` (fraction 0–1 of letters that are CJK), ``mixed``
-    (both CJK and Latin words present) and ``chars`` (user characters before compression)."""
+    (both CJK and Latin words present), ``chars`` (user characters before compression) and
+    ``pasted`` (the latest turn carries a transcript or a long document), ``document``
+    (it supplies a text to work on) and ``choices`` (it offers a label set); see the
+    module docstring."""
 
     text: str
     latest: str
@@ -62,6 +77,9 @@ class Compressed:
     cjk: float = 0.0
     mixed: bool = False
     chars: int = 0
+    pasted: bool = False
+    document: bool = False
+    choices: bool = False
 
     @property
     def empty(self) -> bool:
@@ -72,7 +90,8 @@ class Compressed:
     def key(self) -> str:
         """Cache key: BLAKE2b-128 hex of the text and every feature."""
         raw = repr((self.text, self.code_blocks, self.code_lines, self.code_langs,
-                    self.has_tools, self.tool_names, self.turns))
+                    self.has_tools, self.tool_names, self.turns, self.pasted, self.document,
+                    self.choices))
         return hashlib.blake2b(raw.encode("utf-8", "replace"), digest_size=16).hexdigest()
 
 
@@ -87,15 +106,6 @@ def span(text: str, head: int, tail: int) -> str:
     if len(text) <= head + tail:
         return text
     return text[:head] + " … " + text[-tail:] if tail else text[:head]
-
-
-def instruction_weighted(turn: str) -> str:
-    """``turn`` itself when it fits ``HEAD_CHARS + TAIL_CHARS``; otherwise only its first and
-    last ``INSTRUCTION_CHARS`` characters, where a request around a pasted document states
-    the task (the document's body says little about the intent and costs time)."""
-    if len(turn) <= HEAD_CHARS + TAIL_CHARS:
-        return turn
-    return turn[:INSTRUCTION_CHARS] + " … " + turn[-INSTRUCTION_CHARS:]
 
 
 def strip_code(text: str) -> tuple[str, int, int, tuple[str, ...]]:
@@ -151,17 +161,38 @@ def compress(request: ChatRequest) -> Compressed:
     raw = user_turns(request)
     turns = [clean(span(t, SCAN_HEAD_CHARS, SCAN_TAIL_CHARS)) for t in raw]
     latest, blocks, lines, langs = strip_code(turns[-1])
-    latest = instruction_weighted(latest.strip())
+    latest = span(latest.strip(), HEAD_CHARS, TAIL_CHARS)
     earlier = [span(strip_code(t)[0].strip(), EARLIER_CHARS, 0)
                for t in reversed(turns[:-1][-EARLIER_TURNS:])]
     text = "\n".join([latest, *(e for e in earlier if e)])
     body = request.body if isinstance(request.body, Mapping) else {}
     names = tool_names(body)
     cjk, mixed = script_mix(text)
+    pasted = is_pasted(raw[-1])
     return Compressed(text=text, latest=latest, code_blocks=blocks, code_lines=lines,
                       code_langs=langs, has_tools=bool(request.has_tools or names),
                       tool_names=names, turns=max(request.turns, len(turns), 1), cjk=cjk,
-                      mixed=mixed, chars=sum(len(t) for t in raw))
+                      mixed=mixed, chars=sum(len(t) for t in raw), pasted=pasted,
+                      document=pasted or is_document(raw[-1]),
+                      choices=_CHOICES.search(latest) is not None)
+
+
+def is_pasted(turn: str) -> bool:
+    """True when ``turn`` (raw text) holds pasted material: more than ``PASTED_CHARS``
+    characters, or a transcript of at least ``TRANSCRIPT_LINES`` ``Speaker: text`` lines
+    (counted in the first ``SCAN_HEAD_CHARS``)."""
+    if len(turn) > PASTED_CHARS:
+        return True
+    lines = _SPEAKER.finditer(turn[:SCAN_HEAD_CHARS])
+    return sum(1 for _ in zip(range(TRANSCRIPT_LINES), lines)) >= TRANSCRIPT_LINES
+
+
+def is_document(turn: str) -> bool:
+    """True when ``turn`` (raw text) has a line of at least ``DOC_LINE_CHARS`` characters
+    next to at least one other non-empty line (a passage and an instruction about it).
+    ``Compressed.document`` is this or ``is_pasted``."""
+    lines = [line for line in turn.splitlines() if line.strip()]
+    return len(lines) >= 2 and any(len(line) >= DOC_LINE_CHARS for line in lines)
 
 
 def compress_text(text: str) -> Compressed:

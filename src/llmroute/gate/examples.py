@@ -30,10 +30,23 @@ class Example:
 
 
 def shipped_utterances() -> list[tuple[str, str]]:
-    """``(text, intent)`` pairs from the package's ``gate/data/utterances.jsonl``."""
+    """``(text, intent)`` pairs from the package's ``gate/data/utterances.jsonl``. A row has
+    ``text`` (one prompt) or ``messages`` (a multi-turn chat, OpenAI roles); a chat becomes
+    what the gate reads of it at request time (``compress(...).text``: the latest user turn,
+    then the earlier ones)."""
     ref = importlib.resources.files("llmroute.gate") / "data" / UTTERANCES
     rows = [json.loads(line) for line in ref.read_text(encoding="utf-8").splitlines() if line]
-    return [(r["text"], r["intent"]) for r in rows]
+    return [(_row_text(r), r["intent"]) for r in rows]
+
+
+def _row_text(row: Mapping[str, object]) -> str:
+    """An utterance row's text: ``text``, or the compressed form of its ``messages``."""
+    messages = row.get("messages")
+    if isinstance(messages, list):
+        from llmroute.gate.compress import compress
+
+        return compress(prompt_request("", messages)).text
+    return str(row["text"])
 
 
 def user_examples_path() -> Path:

@@ -5,8 +5,9 @@ Per request (docs/gate.md):
 1. ``compress`` the request; nothing to classify → ``nothing_intent`` (chat, confidence 0);
 2. the LRU + TTL cache, keyed by ``Compressed.key``, may already hold the model's answer;
 3. first stage: ``NgramHead`` probabilities × structure priors (source ``fast``);
-4. when the top probability is below ``second_opinion_below`` and the encoder is loaded,
-   MiniLM embeds the latest turn (micro-batched in a worker thread for ``classify_async``,
+4. when the top probability is below ``second_opinion_below``, the latest turn is not
+   pasted material (``Compressed.pasted``: MiniLM would read only the start of the
+   document) and the encoder is loaded, MiniLM embeds the latest turn (micro-batched in a worker thread for ``classify_async``,
    inline for ``classify``) and the two opinions are combined (source ``fast+encoder``);
 5. config rule overrides (hot-reloaded) are applied last (source gains ``+rule``);
 6. complexity from ``complexity.ComplexityScorer`` over the compressed text (so a 1 MB prompt
@@ -182,7 +183,7 @@ class SemanticGate:
         p = first_stage(self.model.fast_proba(c.text), scores, self.model.classes, c)
         level = self._complexity.score(c.text, request.prompt_tokens, scores, c.turns)
         scored = _Scored(p, level, "fast")
-        if p.max() >= self.cfg.second_opinion_below or self.model.encoder is None:
+        if p.max() >= self.cfg.second_opinion_below or self.model.encoder is None or c.pasted:
             self._cache[c.key] = scored
             return scored
         return scored, request

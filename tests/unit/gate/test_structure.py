@@ -1,0 +1,135 @@
+"""Structural features of a request (pasted material, a supplied document, a label set,
+several turns) and how the first stage weighs them; the shipped utterances and our test
+prompts (shape, coverage, disjointness); templated and multi-turn prompts end to end."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from llmroute.gate.compress import compress, compress_text, prompt_request
+from llmroute.gate.examples import read_labelled, shipped_utterances
+from llmroute.gate.intents import INTENTS
+from llmroute.gate.rules import RulesClassifier
+from llmroute.gate.semantic import SemanticGate
+from llmroute.gate.verdict import first_stage
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+UTTERANCES = (Path(__file__).resolve().parents[3] / "src" / "llmroute" / "gate" / "data"
+              / "utterances.jsonl")
+TEST_FILES = ("gate_en_test.jsonl", "gate_zh_test.jsonl")
+DIALOGUE = "Ann: are we still on for lunch?\nBo: yes, 12:30 at the deli\nAnn: great, see you"
+PASSAGE = "The old mill by the river was rebuilt in 1910 after a fire. " * 8
+
+
+@pytest.mark.parametrize(("text", "pasted", "document", "choices"), [
+    ("hi, how are you?", False, False, False),
+    (f"Summarize this chat:\n{DIALOGUE}", True, True, False),
+    ("小李：在吗\n小王：在\n小李：晚上吃啥\n\n总结一下这段对话", True, True, False),
+    ("x " * 1000, True, True, False),
+    (f"{PASSAGE}\n\nWhen was the mill rebuilt?", False, True, False),
+    (PASSAGE + " When was the mill rebuilt?", False, False, False),
+    ("Is this headline about sport or business? Options: sport, business", False, False, True),
+    ("类别：体育、财经\n\n这条新闻属于哪一类？", False, False, True),
+    ("What are my options for a cheap holiday?", False, False, False),
+], ids=["chat", "transcript", "zh-transcript", "long", "passage-and-question",
+        "one-paragraph", "options", "zh-categories", "options-word-only"])
+def test_compression_notes_pasted_material_documents_and_label_sets(
+        text: str, pasted: bool, document: bool, choices: bool) -> None:
+    c = compress_text(text)
+    assert (c.pasted, c.document, c.choices) == (pasted, document, choices)
+
+
+def stage(text: str = "", messages: list[dict[str, str]] | None = None) -> dict[str, float]:
+    """First-stage probabilities for a uniform n-gram opinion, by intent."""
+    request = prompt_request(text, messages)
+    c = compress(request)
+    scores = RulesClassifier().scores(request, c.text)
+    p = first_stage(np.full(len(INTENTS), 1 / len(INTENTS)), scores, INTENTS, c)
+    return dict(zip(INTENTS, p, strict=True))
+
+
+def test_more_turns_favour_chat() -> None:
+    one = stage("And the second one?")
+    two = stage(messages=[{"role": "user", "content": "Tell me about comets."},
+                          {"role": "assistant", "content": "…"},
+                          {"role": "user", "content": "And the second one?"}])
+    assert two["chat"] > one["chat"]
+
+
+def test_greetings_inside_a_pasted_transcript_are_not_chat() -> None:
+    pasted = stage(f"Hi! Thanks!\n{DIALOGUE}\nBo: bye, thanks\n\nSum it up in one line.")
+    own = stage("Hi! Thanks! Bye, thanks")
+    assert pasted["chat"] < 0.5 < own["chat"]
+    assert pasted["summarization"] > pasted["chat"]
+
+
+def test_the_whys_of_a_pasted_transcript_are_not_a_puzzle() -> None:
+    lines = ["Ana: why did the launch slip?", "Raj: because QA found two bugs",
+             "Ana: therefore we move it a week", "What did they say about the launch?"]
+    pasted, inline = stage("\n".join(lines)), stage(" ".join(lines))
+    assert pasted["reasoning"] < inline["reasoning"]
+
+
+def test_a_supplied_passage_makes_a_question_less_open_qa() -> None:
+    question = "Who rebuilt the mill, and when?"
+    separate = stage(f"{PASSAGE}\n\n{question}")
+    assert separate["open_qa"] < stage(f"{PASSAGE} {question}")["open_qa"]
+
+
+def test_a_label_set_favours_classification() -> None:
+    headline = "Headline: 'Club buys new striker'"
+    listed = stage(f"{headline}\nOptions: sport, business")
+    assert listed["classification"] > stage(f"{headline}\nOptions sport, business")[
+        "classification"]
+
+
+def rows(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def test_utterances_cover_every_intent_in_both_languages() -> None:
+    counts = Counter((r["intent"], r["lang"]) for r in rows(UTTERANCES))
+    assert all(counts[(i, lang)] >= 40 for i in INTENTS for lang in ("en", "zh")), counts
+    texts = [text for text, _ in shipped_utterances()]
+    assert len(texts) == len(rows(UTTERANCES)) and all(t.strip() for t in texts)
+
+
+def test_multi_turn_utterances_read_like_a_compressed_chat() -> None:
+    chats = [r for r in rows(UTTERANCES) if "messages" in r]
+    assert chats
+    first = chats[0]
+    users = [m["content"] for m in first["messages"] if m["role"] == "user"]
+    text = {t for t, _ in shipped_utterances()}
+    expected = compress(prompt_request("", first["messages"])).text
+    assert expected in text and expected.startswith(users[-1][:40])
+
+
+@pytest.mark.parametrize("name", TEST_FILES, ids=["en", "zh"])
+def test_our_test_prompts_cover_every_intent_and_stay_out_of_the_fitted_set(name: str) -> None:
+    examples = read_labelled(DATA / name)
+    assert Counter(e.intent for e in examples) == dict.fromkeys(INTENTS, 10)
+    fitted = {text for text, _ in shipped_utterances()}
+    assert not [e for e in examples if compress(e.request).text in fitted]
+
+
+@pytest.mark.parametrize(("text", "messages", "label"), [
+    (f"Give me a two-line summary of this chat.\n{DIALOGUE}\nBo: ok, bye!", None,
+     "summarization"),
+    (f"{PASSAGE}\n\nAccording to the text, in which year was the mill rebuilt?", None,
+     "extraction"),
+    ("Keywords: kite, beach, wind, child\nWrite one sentence that uses every keyword.", None,
+     "creative_writing"),
+    ("", [{"role": "user", "content": "How do tides work?"},
+          {"role": "assistant", "content": "The moon's gravity pulls the oceans."},
+          {"role": "user", "content": "Oh nice. And what did you mean by spring tides?"}],
+     "chat"),
+], ids=["dialogue-summary", "passage-question", "concept-sentence", "follow-up"])
+def test_templated_and_multi_turn_prompts(gate: SemanticGate, text: str,
+                                          messages: list[dict[str, str]] | None,
+                                          label: str) -> None:
+    assert gate.classify(prompt_request(text, messages)).label == label
