@@ -44,21 +44,45 @@ def decide(rt: Runtime, request: ChatRequest, intent: Intent | None = None) -> D
 
 
 async def route(rt: Runtime, request: ChatRequest) -> Routed:
-    """Serve ``request``: decide, dispatch with failover, and describe the route in headers."""
+    """Serve ``request``: decide, dispatch with failover, and describe the route in headers.
+    Until the first token (streams) or the answer (otherwise) arrives, the request's prompt
+    counts as pending prefill on the first candidate (``RouterStats.prefill_started``)."""
     d = decide(rt, request, await rt.gate.classify_async(request))
-    if request.stream:
-        backend, stream = await dispatch.open_stream(rt, request, d.plan, d.candidates)
-        return Routed(route_headers(request, d, backend), stream=stream)
-    backend, body = await dispatch.complete(rt, request, d.plan, d.candidates)
-    return Routed(route_headers(request, d, backend), body=body)
+    ticket = rt.stats.prefill_started(d.candidates[0].backend.id, request.prompt_tokens,
+                                      rt.clock()) if d.candidates else None
+    served: Backend | None = None
+    try:
+        if request.stream:
+            served, stream = await dispatch.open_stream(rt, request, d.plan, d.candidates)
+            return Routed(route_headers(request, d, served), stream=stream)
+        served, body = await dispatch.complete(rt, request, d.plan, d.candidates)
+        return Routed(route_headers(request, d, served), body=body)
+    finally:
+        first = request.stream and served is not None and ticket is not None \
+            and served.id == ticket.backend_id
+        rt.stats.prefill_ended(ticket, rt.clock(), first_token=first)
 
 
 def rank(rt: Runtime, request: ChatRequest, intent: Intent, plan: RoutePlan) -> list[Candidate]:
-    """Primary candidates ranked by the profile, then the plan's fallbacks ranked."""
+    """The plan's primaries in the plan's pool, ranked by the profile (its pool filter keeps
+    ``plan.pool``), then the rest: primaries from other pools and the plan's fallbacks.
+
+    Only what dispatch can reach is built. A request gets at most ``plan.max_attempts``
+    attempts, and after a context-length refusal dispatch moves on only to backends with a
+    larger context; so when every primary has the same context, the ranked primaries stop
+    at ``max_attempts`` (the picker still orders them all). The rest is scored only when the
+    primaries cannot fill the budget; otherwise it is only filtered, in the plan's order
+    (reached after a context refusal, or by the degradation tier). Raises
+    ContextLengthExceeded when nothing fits."""
     now = rt.clock()
-    ctx = AnchorContext(request, intent, rt.stats.snapshot(now), now)
-    primary = rt.profile.rank(ctx, [rt.backends[b] for b in plan.backend_ids])
-    fallback = rt.profile.rank(ctx, [rt.backends[b] for b in plan.fallback_ids])
+    snapshot = rt.stats.snapshot(now)
+    ctx = AnchorContext(request, intent, snapshot, now, frozenset((plan.pool,)))
+    named = [rt.backends[b] for b in plan.backend_ids]
+    uniform = len({b.context_length for b in named}) == 1
+    primary = rt.profile.rank(ctx, named, limit=plan.max_attempts if uniform else None)
+    rest = [b for b in named if b.pool != plan.pool] + [rt.backends[b] for b in plan.fallback_ids]
+    fallback = _fallback(rt, AnchorContext(request, intent, snapshot, now), rest,
+                         plan.max_attempts - len(primary))
     if primary or fallback:
         return primary + fallback
     longest = max(rt.backends[b].context_length for b in plan.backend_ids + plan.fallback_ids)
@@ -66,6 +90,17 @@ def rank(rt: Runtime, request: ChatRequest, intent: Intent, plan: RoutePlan) -> 
         f"This request needs about {request.prompt_tokens} prompt tokens plus "
         f"{request.max_tokens or 0} output tokens; the largest context is {longest} tokens",
         param="messages" if request.endpoint == "chat" else "prompt")
+
+
+def _fallback(rt: Runtime, ctx: AnchorContext, backends: list[Backend], attempts_left: int
+              ) -> list[Candidate]:
+    """``backends`` ranked when the primaries leave attempts unused, else only filtered
+    (given order, score 0)."""
+    if not backends:
+        return []
+    if attempts_left > 0:
+        return rt.profile.rank(ctx, backends)
+    return [Candidate(b, 0.0) for b in rt.profile.survivors(ctx, backends)]
 
 
 def route_headers(request: ChatRequest, d: Decision, backend: Backend) -> dict[str, str]:

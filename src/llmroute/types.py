@@ -113,7 +113,10 @@ class BackendStats:
     (p95, ms), ``ttft_baseline_ms``/``latency_baseline_ms`` (the lowest windowed p50 seen so
     far: the backend's unloaded latency, ms), ``window_error_rate`` (failed fraction 0–1),
     ``output_tps`` (output tokens per second of generation time) and ``window_requests``;
-    None while the window holds no sample.
+    None while the window holds no sample. ``prefill_tokens``: prompt tokens of the requests
+    sent to the backend that have no first token yet; ``prefill_ms_per_token`` and
+    ``prefill_overhead_ms``: the learned TTFT model ``TTFT ≈ overhead + tokens ahead ×
+    ms/token`` (``anchor/sources/prefill.py``; None until fitted).
     """
 
     backend_id: str
@@ -129,6 +132,9 @@ class BackendStats:
     window_error_rate: float | None = None
     output_tps: float | None = None
     window_requests: int = 0
+    prefill_tokens: int = 0
+    prefill_ms_per_token: float | None = None
+    prefill_overhead_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

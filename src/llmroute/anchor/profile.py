@@ -16,15 +16,27 @@ Total score of a backend, from the scorers ``s`` with weight ``w`` and clamped s
   A backend with no signal at all gets the neutral mid-point ``Σ w / 2``. The router's own
   counters (in-flight, breaker) are always present, so with any of them in the mix the
   decision is never a coin toss.
+
+**Cost.** One decision is a few list passes per scorer over the survivors: scorers that
+offer ``column`` (``anchor/scorers/base.py``) return values aligned with the survivors,
+NaN for missing, and a column that is complete and inside [0, 1] — checked by ``sum``,
+``min`` and ``max`` in C — is added in one comprehension; only a column with gaps or
+out-of-range values takes the per-backend path. Per-backend ``scores`` dicts are built
+for the returned candidates only (``rank(…, limit=k)``: the first ``k`` in the picker's
+order). ``bench/decide.py`` measures it.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from llmroute.anchor.protocol import AnchorContext, Filter, Picker, Scorer
 from llmroute.types import Backend, Candidate
+
+Column = list[float]
+"""One scorer's values aligned with the survivors; NaN where the signal is missing."""
 
 
 def contribution(weight: float, score: float) -> float:
@@ -32,6 +44,17 @@ def contribution(weight: float, score: float) -> float:
     ``x`` is clamped to [0, 1] first."""
     x = min(max(score, 0.0), 1.0)
     return weight * x if weight >= 0 else weight * (1.0 - x)
+
+
+def column_of(scorer: Scorer, ctx: AnchorContext, survivors: Sequence[Backend]) -> Column:
+    """``scorer``'s values aligned with ``survivors`` (NaN = missing): its ``column`` when it
+    has one, else its ``score`` map laid out in order."""
+    column = getattr(scorer, "column", None)
+    if column is not None:
+        return column(ctx, survivors)
+    part = scorer.score(ctx, survivors)
+    nan = math.nan
+    return [part.get(b.id, nan) for b in survivors]
 
 
 @dataclass(frozen=True)
@@ -44,16 +67,25 @@ class Profile:
     filters: tuple[Filter, ...]
     scorers: tuple[tuple[Scorer, float], ...]
     picker: Picker
+    _active: tuple[tuple[Scorer, float], ...] = field(init=False, repr=False, compare=False)
 
-    def rank(self, ctx: AnchorContext, backends: Sequence[Backend]) -> list[Candidate]:
-        """Ordered candidates (possibly empty when every backend is filtered out)."""
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_active", tuple((s, w) for s, w in self.scorers if w != 0))
+
+    def rank(self, ctx: AnchorContext, backends: Sequence[Backend],
+             limit: int | None = None) -> list[Candidate]:
+        """Candidates in the picker's order (empty when every backend is filtered out); with
+        ``limit``, only the first ``limit`` of that order (the picker still orders all)."""
         survivors = self.survivors(ctx, backends)
         if not survivors:
             return []
-        totals, scores = self._score(ctx, survivors)
-        by_id = {b.id: b for b in survivors}
-        return [Candidate(by_id[bid], totals[bid], scores[bid])
-                for bid in self.picker.pick(totals)]
+        ids = [b.id for b in survivors]
+        cols = [column_of(s, ctx, survivors) for s, _ in self._active]
+        totals = dict(zip(ids, _totals(self._active, cols, len(ids))))
+        order = self.picker.pick(totals)
+        if limit is not None:
+            order = order[:max(limit, 0)]
+        return _candidates(order, survivors, ids, totals, self._names(), cols)
 
     def survivors(self, ctx: AnchorContext, backends: Sequence[Backend]) -> list[Backend]:
         """The backends every filter keeps, order kept."""
@@ -65,47 +97,89 @@ class Profile:
     def score(self, ctx: AnchorContext, survivors: Sequence[Backend]
               ) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
         """``(totals, parts)``: the total per backend id (insertion order = ``survivors``)
-        and each scorer's raw map ``{name: {backend_id: score}}``."""
-        active = [(s, w) for s, w in self.scorers if w != 0]
-        parts = {s.name: s.score(ctx, survivors) for s, _ in active}
-        return self._combine(active, parts, survivors)[0], parts
+        and each scorer's map ``{name: {backend_id: score}}`` (missing signals left out)."""
+        ids = [b.id for b in survivors]
+        cols = [column_of(s, ctx, survivors) for s, _ in self._active]
+        totals = dict(zip(ids, _totals(self._active, cols, len(ids))))
+        parts = {s.name: {bid: x for bid, x in zip(ids, col) if x == x}
+                 for (s, _), col in zip(self._active, cols)}
+        return totals, parts
 
-    def _score(self, ctx: AnchorContext, survivors: Sequence[Backend]
-               ) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
-        """``(totals, scores)``: totals and each backend's ``{scorer name: score}``."""
-        active = [(s, w) for s, w in self.scorers if w != 0]
-        parts = {s.name: s.score(ctx, survivors) for s, _ in active}
-        return self._combine(active, parts, survivors)
-
-    @staticmethod
-    def _combine(active: list[tuple[Scorer, float]], parts: dict[str, dict[str, float]],
-                 survivors: Sequence[Backend]
-                 ) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
-        acc = dict.fromkeys((b.id for b in survivors), 0.0)
-        present = dict.fromkeys(acc, 0.0)
-        scores: dict[str, dict[str, float]] = {bid: {} for bid in acc}
-        for s, w in active:
-            _accumulate(s.name, parts[s.name], w, acc, present, scores)
-        full = sum(abs(w) for _, w in active)
-        mid = sum(w for _, w in active) / 2.0
-        totals = {bid: _renormalise(a, present[bid], full, mid) for bid, a in acc.items()}
-        return totals, scores
+    def _names(self) -> list[str]:
+        return [s.name for s, _ in self._active]
 
 
-def _accumulate(name: str, part: dict[str, float], w: float, acc: dict[str, float],
-                present: dict[str, float], scores: dict[str, dict[str, float]]) -> None:
-    """Add one scorer's contributions (see ``contribution``) for the backends it scored."""
-    size = abs(w)
-    offset, scale = (0.0, w) if w >= 0 else (w, -w)  # w·x, or w·(1−x) = w + |w|·x
-    for bid, x in part.items():
-        if bid not in acc or x != x:  # NaN counts as missing
+def _clean(col: Column) -> bool:
+    """No NaN, every value in [0, 1] (C-level passes: NaN poisons the sum)."""
+    total = sum(col)
+    return total == total and min(col) >= 0.0 and max(col) <= 1.0
+
+
+def _totals(active: Sequence[tuple[Scorer, float]], cols: list[Column], n: int) -> list[float]:
+    """Total per survivor (module docstring): complete columns in one pass each; a column
+    with gaps or out-of-range values per backend, then renormalised over what is present."""
+    acc = [0.0] * n
+    present: list[float] | None = None  # per backend, once some column has gaps
+    done = 0.0  # |w| of the complete columns so far
+    for (_, w), col in zip(active, cols):
+        offset, scale = (0.0, w) if w >= 0 else (w, -w)  # w·x, or w·(1−x) = w + |w|·x
+        if n and _clean(col):
+            acc = [a + offset + scale * x for a, x in zip(acc, col)]
+            done += scale
             continue
-        scores[bid][name] = x
-        acc[bid] += offset + scale * (0.0 if x < 0.0 else 1.0 if x > 1.0 else x)
-        present[bid] += size
+        if present is None:
+            present = [0.0] * n
+        _accumulate(col, offset, scale, acc, present)
+    if present is None:
+        return acc
+    full = sum(abs(w) for _, w in active)
+    mid = sum(w for _, w in active) / 2.0
+    return [_renormalise(a, p + done, full, mid) for a, p in zip(acc, present)]
+
+
+def _accumulate(col: Column, offset: float, scale: float, acc: list[float],
+                present: list[float]) -> None:
+    """Add one column per backend: NaN counts as missing, other values are clamped."""
+    for i, x in enumerate(col):
+        if x != x:
+            continue
+        acc[i] += offset + scale * (0.0 if x < 0.0 else 1.0 if x > 1.0 else x)
+        present[i] += scale
 
 
 def _renormalise(acc: float, present: float, full: float, mid: float) -> float:
     if present == 0.0:
         return mid
     return acc if present == full else acc * full / present
+
+
+def _candidates(order: list[str], survivors: list[Backend], ids: list[str],
+                totals: dict[str, float], names: list[str], cols: list[Column]
+                ) -> list[Candidate]:
+    """``Candidate``s for ``order``, each with its clamped per-scorer scores."""
+    where = {bid: i for i, bid in enumerate(ids)}
+    out = []
+    for bid in order:
+        i = where[bid]
+        scores = {}
+        for name, col in zip(names, cols):
+            x = col[i]
+            if x == x:
+                scores[name] = 0.0 if x < 0.0 else 1.0 if x > 1.0 else x
+        out.append(_candidate(survivors[i], totals[bid], scores))
+    return out
+
+
+def _candidate(backend: Backend, score: float, scores: dict[str, float]) -> Candidate:
+    """``Candidate(backend, score, scores)`` set the way a frozen dataclass's own
+    ``__init__`` sets it (``object.__setattr__``), without that ``__init__``'s
+    default-factory check: about half the cost, and a decision makes one per survivor."""
+    c = _new(Candidate)
+    _set(c, "backend", backend)
+    _set(c, "score", score)
+    _set(c, "scores", scores)
+    return c
+
+
+_new = object.__new__
+_set = object.__setattr__

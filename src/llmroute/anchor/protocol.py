@@ -32,7 +32,9 @@ class Scorer(Protocol):
     """Scores each candidate in [0, 1], higher is better; returns ``{backend_id: score}``.
     A candidate whose signal is missing or stale is left out of the map (the profile then
     renormalises the weights over that backend's present signals). Scorers hold no
-    weights: the profile multiplies by the configured weight."""
+    weights: the profile multiplies by the configured weight. A scorer may also offer
+    ``column(ctx, candidates) -> list[float]`` (one value per candidate, in order, NaN for
+    missing); the profile then reads that instead of the map (``scorers/base.py``)."""
 
     name: str
 

@@ -22,6 +22,7 @@ from llmroute.anchor.pickers.round_robin import RoundRobinPicker, Turn
 from llmroute.anchor.pickers.softmax import SoftmaxPicker
 from llmroute.anchor.protocol import Filter, Picker, Scorer
 from llmroute.anchor.scorers.error_rate import ErrorRateScorer
+from llmroute.anchor.scorers.expected_ttft import ExpectedTtftScorer
 from llmroute.anchor.scorers.free_vram import FreeVramScorer
 from llmroute.anchor.scorers.gpu_util import GpuUtilScorer
 from llmroute.anchor.scorers.health import HealthScorer
@@ -100,6 +101,7 @@ def register_builtins(registry: Registry | None = None) -> Registry:
         "health": lambda d: HealthScorer(d.breaker),
         "prefix-affinity": lambda d: PrefixAffinityScorer(d.affinity),
         "intent-fit": lambda d: IntentFitScorer(d.pools),
+        "expected-ttft": lambda d: ExpectedTtftScorer(),
     })
     reg.pickers.update({
         "argmax": lambda d: ArgmaxPicker(), "p2c": lambda d: P2cPicker(d.rng),

@@ -10,7 +10,8 @@ from llmroute.config import AnchorConfig
 from llmroute.errors import ConfigError
 
 SCORERS = {"queue-depth", "kv-cache", "free-vram", "gpu-util", "in-flight", "latency",
-           "error-rate", "throughput", "prefix-affinity", "intent-fit", "health"}
+           "error-rate", "throughput", "prefix-affinity", "intent-fit", "health",
+           "expected-ttft"}
 
 
 def test_builtins_are_registered_by_kebab_case_name():
@@ -42,10 +43,11 @@ def test_preset_definitions(name, weights, picker):
 
 
 def test_config_weights_merge_over_the_preset_and_zero_removes():
-    cfg = AnchorConfig(preset="default", scorers={"latency": 0, "prefix-affinity": 0.2},
+    cfg = AnchorConfig(preset="default", scorers={"kv-cache": 0, "prefix-affinity": 0.2},
                        picker="softmax")
     p = resolve(cfg)
-    assert "latency" not in dict(p.weights)
+    assert "kv-cache" in dict(presets()["default"].weights)
+    assert "kv-cache" not in dict(p.weights)
     assert dict(p.weights)["prefix-affinity"] == 0.2
     assert dict(p.weights)["queue-depth"] == dict(presets()["default"].weights)["queue-depth"]
     assert p.picker == "softmax"

@@ -28,7 +28,7 @@ async def test_debug_backends_shows_signals_ages_scores_and_breakers():
         rt.stats.started("v1", now)
         body = (await client.get("/debug/backends")).json()
     rows = {r["id"]: r for r in body["backends"]}
-    assert set(body["weights"]) == {"queue-depth", "kv-cache", "in-flight", "latency"}
+    assert set(body["weights"]) == {"expected-ttft", "queue-depth", "kv-cache", "in-flight"}
     v1, v2, o1 = rows["v1"], rows["v2"], rows["o1"]
     assert v1["signals"]["waiting"]["value"] == 4
     waiting = v1["signals"]["waiting"]

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from llmroute.anchor.protocol import AnchorContext
 from llmroute.fuse.breaker import CircuitBreaker
-from llmroute.types import Backend
+from llmroute.types import Backend, BreakerState
 
 
 class HealthFilter:
@@ -17,6 +17,9 @@ class HealthFilter:
         self._breaker = breaker
 
     def filter(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[Backend]:
-        allow, now = self._breaker.allow, ctx.now
-        allowed = [b for b in candidates if allow(b.id, now)]
+        """A subset of ``candidates``, order kept. A closed breaker allows (one call per
+        backend, the common case); any other state asks ``allow`` (half-open probes)."""
+        state, allow, now = self._breaker.state, self._breaker.allow, ctx.now
+        closed = BreakerState.CLOSED
+        allowed = [b for b in candidates if state(b.id, now) is closed or allow(b.id, now)]
         return allowed or list(candidates)

@@ -1,13 +1,24 @@
-"""Shared plumbing for scorers: read one backend's signals from the context, and build the
-``{backend_id: score}`` map that leaves out backends whose signal is missing."""
+"""Shared plumbing for scorers: read one backend's signals from the context, and turn a
+column of values (aligned with the candidates, NaN where a signal is missing) into the
+``{backend_id: score}`` map of the ``Scorer`` contract.
+
+Scorers compute a *column* — one list pass over the candidates, no per-backend calls — and
+derive ``score`` from it with ``ColumnScorer``; the profile reads the column directly
+(``anchor/profile.py``), which is what keeps a decision over 100 backends well under a
+millisecond (``bench/decide.py``).
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 from llmroute.anchor.protocol import AnchorContext
 from llmroute.anchor.sources.signals import EngineSignals
 from llmroute.types import Backend, BackendStats
+
+NAN = math.nan
+"""The column value of a missing signal."""
 
 
 def engine(ctx: AnchorContext, backend_id: str) -> EngineSignals | None:
@@ -29,3 +40,22 @@ def present(candidates: Sequence[Backend],
         if v is not None:
             out[b.id] = v
     return out
+
+
+def as_map(candidates: Sequence[Backend], column: list[float]) -> dict[str, float]:
+    """``{backend_id: value}`` of a column, NaN (missing) left out."""
+    return {b.id: x for b, x in zip(candidates, column) if not math.isnan(x)}
+
+
+class ColumnScorer:
+    """Base for scorers that compute ``column``; ``score`` is the column as a map."""
+
+    name = "column"
+
+    def column(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
+        """One value per candidate, in order; NaN where the signal is missing."""
+        raise NotImplementedError
+
+    def score(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> dict[str, float]:
+        """``column`` as ``{backend_id: score}``, missing signals left out."""
+        return as_map(candidates, self.column(ctx, candidates))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llmroute.anchor.protocol import AnchorContext
-from llmroute.anchor.scorers.base import engine, present
+from llmroute.anchor.scorers.base import NAN, ColumnScorer
 from llmroute.anchor.sources.signals import EngineSignals
 from llmroute.types import Backend
 
@@ -23,11 +23,17 @@ def kv_free(e: EngineSignals | None) -> float | None:
     return None
 
 
-class KvCacheScorer:
+class KvCacheScorer(ColumnScorer):
     """``kv_free`` of the backend's fresh signals (see ``kv_free``); missing otherwise."""
 
     name = "kv-cache"
 
-    def score(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> dict[str, float]:
-        """See the class docstring."""
-        return present(candidates, lambda bid: kv_free(engine(ctx, bid)))
+    def column(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
+        """See the class docstring; NaN where missing."""
+        get = ctx.snapshot.engines.get
+        return [1.0 - u if (e := get(b.id)) is not None and (u := e.kv_cache_usage) is not None
+                else _nan_if_none(kv_free(e)) for b in candidates]
+
+
+def _nan_if_none(x: float | None) -> float:
+    return NAN if x is None else x

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llmroute.anchor.protocol import AnchorContext
-from llmroute.anchor.scorers.base import present, stats
+from llmroute.anchor.scorers.base import NAN, ColumnScorer
 from llmroute.types import Backend, BackendStats
 
 
@@ -22,13 +22,19 @@ def latency_ratio(s: BackendStats) -> float | None:
     return ratio if ratio < 1.0 else 1.0
 
 
-class LatencyScorer:
+class LatencyScorer(ColumnScorer):
     """``latency_ratio`` of the router's sliding-window stats: 1.0 while the backend answers
     as fast as it does unloaded, 0.5 when its p95 is twice its baseline. Missing until the
     backend has a baseline (five successful requests)."""
 
     name = "latency"
 
-    def score(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> dict[str, float]:
-        """See the class docstring."""
-        return present(candidates, lambda bid: latency_ratio(stats(ctx, bid)))
+    def column(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
+        """See the class docstring; NaN where missing."""
+        get = ctx.snapshot.stats.get
+        out = []
+        for b in candidates:
+            s = get(b.id)
+            r = None if s is None else latency_ratio(s)
+            out.append(NAN if r is None else r)
+        return out

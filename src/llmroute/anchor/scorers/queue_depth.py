@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llmroute.anchor.protocol import AnchorContext
-from llmroute.anchor.scorers.base import engine, present
-from llmroute.anchor.sources.signals import EngineSignals
+from llmroute.anchor.scorers.base import NAN, ColumnScorer
 from llmroute.types import Backend
 
 
-class QueueDepthScorer:
+class QueueDepthScorer(ColumnScorer):
     """``1 / (1 + waiting)`` from the engine's queue gauge (vLLM ``num_requests_waiting``,
     SGLang ``num_queue_reqs``, llama.cpp ``requests_deferred``): 1.0 with an empty queue,
     0.5 with one request waiting. Missing when the engine gives no queue signal (Ollama,
@@ -18,10 +17,8 @@ class QueueDepthScorer:
 
     name = "queue-depth"
 
-    def score(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> dict[str, float]:
-        """See the class docstring."""
-        return present(candidates, lambda bid: _idle_queue(engine(ctx, bid)))
-
-
-def _idle_queue(e: EngineSignals | None) -> float | None:
-    return None if e is None or e.waiting is None else 1.0 / (1.0 + e.waiting)
+    def column(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
+        """See the class docstring; NaN where missing."""
+        get = ctx.snapshot.engines.get
+        return [NAN if (e := get(b.id)) is None or (w := e.waiting) is None
+                else 1.0 / (1.0 + w) for b in candidates]

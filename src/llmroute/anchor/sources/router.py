@@ -9,6 +9,11 @@ with at least q·n samples ≤ it; Hyndman & Fan 1996, definition 1), so every r
 a latency that really happened. The baseline is the lowest windowed p50 seen so far, taken
 once the window holds ``BASELINE_MIN`` successful samples: the backend's latency when it
 was least loaded, the reference the ``latency`` scorer compares the current p95 against.
+
+Prefill: the pipeline reports when a request is sent (``prefill_started``, with its prompt
+tokens) and when its first token arrived or it ended (``prefill_ended``); in between its
+prompt counts in the backend's ``prefill_tokens``, and each first token teaches the
+backend's TTFT model (``anchor/sources/prefill.py``) that the ``expected-ttft`` scorer reads.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from llmroute.anchor.sources.prefill import PrefillFit
 from llmroute.anchor.sources.signals import EngineSignals
 from llmroute.anchor.sources.window import Sample, Window, nearest_rank_sorted
 from llmroute.types import BackendStats, MetricsSnapshot
@@ -31,6 +37,18 @@ BASELINE_MIN = 5
 
 EngineReader = Callable[[float], Mapping[str, EngineSignals]]
 """``now -> {backend_id: fresh EngineSignals}`` (the signal store's ``fresh``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PrefillTicket:
+    """One request waiting for its first token: on ``backend_id``, ``tokens`` prompt tokens,
+    ``ahead`` prompt tokens pending there when it was sent (its own included), sent at
+    ``at`` (clock seconds)."""
+
+    backend_id: str
+    tokens: int
+    ahead: int
+    at: float
 
 
 def _ewma(old: float | None, sample: float, alpha: float = EWMA_ALPHA) -> float:
@@ -69,6 +87,7 @@ class RouterStats:
     _stats: dict[str, BackendStats]
     engines: EngineReader | None = None
     _windows: dict[str, Window] = field(default_factory=dict)
+    _prefill: dict[str, PrefillFit] = field(default_factory=dict)
 
     @classmethod
     def for_backends(cls, backend_ids: list[str],
@@ -97,6 +116,33 @@ class RouterStats:
             else s.latency_ms,
             ttft_ms=_ewma(s.ttft_ms, ttft_ms) if ok and ttft_ms is not None else s.ttft_ms,
             **window_fields(s, window))
+
+    def prefill_started(self, backend_id: str, tokens: int, now: float
+                        ) -> PrefillTicket | None:
+        """A request with ``tokens`` prompt tokens was sent to ``backend_id``; returns the
+        ticket for ``prefill_ended`` (None for a backend these stats do not track)."""
+        s = self._stats.get(backend_id)
+        if s is None:
+            return None
+        tokens = max(tokens, 1)
+        self._stats[backend_id] = replace(s, prefill_tokens=s.prefill_tokens + tokens)
+        return PrefillTicket(backend_id, tokens, s.prefill_tokens + tokens, now)
+
+    def prefill_ended(self, ticket: PrefillTicket | None, now: float, *,
+                      first_token: bool) -> None:
+        """The ticket's request got its first token (``first_token``: its TTFT teaches the
+        backend's model) or ended without one there (failed over, refused, cancelled)."""
+        if ticket is None:
+            return
+        s = self._stats[ticket.backend_id]
+        fit = self._prefill.setdefault(ticket.backend_id, PrefillFit())
+        if first_token:
+            fit.add(ticket.ahead, (now - ticket.at) * 1000.0)
+        model = fit.model()
+        overhead, per_token = model if model is not None else (None, None)
+        self._stats[ticket.backend_id] = replace(
+            s, prefill_tokens=max(s.prefill_tokens - ticket.tokens, 0),
+            prefill_overhead_ms=overhead, prefill_ms_per_token=per_token)
 
     def _slide(self, backend_id: str, now: float, sample: Sample) -> Window:
         window = self._windows.get(backend_id)

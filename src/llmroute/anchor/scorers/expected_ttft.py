@@ -1,0 +1,55 @@
+"""expected-ttft: the backend expected to give this request its first token soonest is best.
+
+Per backend, the router's TTFT model (``anchor/sources/prefill.py``) predicts
+``TTFT = overhead + (prompt tokens already waiting there + this prompt) × ms/token``. Unlike
+counting requests (``in-flight``, ``queue-depth``), it weighs each queued prompt by its
+length and each engine by its own speed, so a long prompt goes to a fast engine with a short
+queue rather than to the slow engine that happens to be idle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from llmroute.anchor.protocol import AnchorContext
+from llmroute.anchor.scorers.base import NAN, ColumnScorer
+from llmroute.types import Backend, BackendStats
+
+
+def expected_ttft_ms(s: BackendStats | None, prompt_tokens: int) -> float | None:
+    """The predicted TTFT (ms) of a ``prompt_tokens`` prompt sent to the backend now; None
+    before its model is fitted."""
+    if s is None or s.prefill_ms_per_token is None:
+        return None
+    overhead = s.prefill_overhead_ms or 0.0
+    return overhead + (s.prefill_tokens + max(prompt_tokens, 1)) * s.prefill_ms_per_token
+
+
+class ExpectedTtftScorer(ColumnScorer):
+    """``best / own`` predicted TTFT among the candidates (``expected_ttft_ms``): 1.0 for the
+    soonest, 0.5 for a backend expected to take twice as long. A backend without a fitted
+    model (no first token seen yet) is predicted optimistically, as fast per token as the
+    fastest known one with no overhead, so every backend gets tried and learned; with no
+    model at all the column is missing."""
+
+    name = "expected-ttft"
+
+    def column(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
+        """See the class docstring; NaN where missing."""
+        get, prompt = ctx.snapshot.stats.get, max(ctx.request.prompt_tokens, 1)
+        stats = [get(b.id) for b in candidates]
+        rates = [None if s is None else s.prefill_ms_per_token for s in stats]
+        known = [r for r in rates if r is not None]
+        if not known:
+            return [NAN] * len(rates)
+        fastest = min(known)
+        times = [(s.prefill_overhead_ms or 0.0) + (s.prefill_tokens + prompt) * r
+                 if r is not None else _unknown(s, prompt) * fastest
+                 for s, r in zip(stats, rates)]
+        best = max(min(times), 1e-3)
+        return [best / t if t > best else 1.0 for t in times]
+
+
+def _unknown(s: BackendStats | None, prompt_tokens: int) -> int:
+    """Tokens ahead on a backend without a model: its pending prompts plus this one."""
+    return prompt_tokens + (s.prefill_tokens if s is not None else 0)

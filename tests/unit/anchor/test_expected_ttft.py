@@ -1,0 +1,117 @@
+"""The TTFT model (weighted least squares over first tokens), the router's prefill tickets
+and the expected-ttft scorer built on them."""
+
+from __future__ import annotations
+
+import pytest
+from fakes.anchor_ctx import backends, context, request
+from hypothesis import given
+from hypothesis import strategies as st
+
+from llmroute.anchor.scorers.expected_ttft import ExpectedTtftScorer, expected_ttft_ms
+from llmroute.anchor.sources.prefill import MIN_SAMPLES, PrefillFit
+from llmroute.anchor.sources.router import RouterStats
+from llmroute.types import BackendStats
+
+
+def test_fit_recovers_overhead_and_slope_of_a_line():
+    fit = PrefillFit()
+    for tokens in (100, 900, 2000, 4000, 300, 6000):
+        fit.add(tokens, 40.0 + 0.25 * tokens)
+    overhead, per_token = fit.model()
+    assert overhead == pytest.approx(40.0)
+    assert per_token == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize("samples", [
+    [(1000, 500.0)],
+    [(1000, 500.0)] * MIN_SAMPLES,
+    [(1000, 900.0), (2000, 100.0), (3000, 50.0), (4000, 40.0)],
+    [(1000, 10.0), (1100, 500.0), (1200, 600.0), (1300, 700.0)],
+], ids=["one-sample", "all-same-size", "falling-slope", "negative-intercept"])
+def test_fit_falls_back_to_the_line_through_the_origin(samples):
+    fit = PrefillFit()
+    for tokens, ms in samples:
+        fit.add(tokens, ms)
+    weights = [fit.decay ** (len(samples) - 1 - i) for i in range(len(samples))]
+    ratio = sum(w * ms for w, (_, ms) in zip(weights, samples)) / \
+        sum(w * t for w, (t, _) in zip(weights, samples))
+    assert fit.model() == (0.0, pytest.approx(ratio))
+
+
+def test_fit_ignores_unusable_samples_and_forgets_old_ones():
+    fit = PrefillFit(decay=0.5)
+    fit.add(0, 100.0)
+    fit.add(100, -1.0)
+    fit.add(100, float("nan"))
+    assert fit.model() is None
+    fit.add(1000, 1000.0)  # 1 ms/token, then the engine gets ten times faster
+    for _ in range(20):
+        fit.add(1000, 100.0)
+    assert fit.model()[1] == pytest.approx(0.1, rel=1e-4)
+
+
+def test_tickets_count_pending_prompt_tokens_and_teach_the_model():
+    s = RouterStats.for_backends(["a", "b"])
+    first = s.prefill_started("a", 1000, now=0.0)
+    second = s.prefill_started("a", 3000, now=0.0)
+    assert s.snapshot(0.0).stats["a"].prefill_tokens == 4000
+    assert second.ahead == 4000
+    s.prefill_ended(first, 0.5, first_token=True)   # 1000 tokens ahead in 500 ms
+    s.prefill_ended(second, 2.0, first_token=False)  # failed over: nothing learnt
+    a = s.snapshot(2.0).stats["a"]
+    assert a.prefill_tokens == 0
+    assert (a.prefill_overhead_ms, a.prefill_ms_per_token) == (0.0, pytest.approx(0.5))
+    assert s.snapshot(2.0).stats["b"].prefill_ms_per_token is None
+
+
+def test_tickets_for_unknown_backends_are_ignored():
+    s = RouterStats.for_backends(["a"])
+    ticket = s.prefill_started("canned", 10, 0.0)
+    assert ticket is None
+    s.prefill_ended(ticket, 1.0, first_token=True)
+    assert s.snapshot(1.0).stats["a"].prefill_tokens == 0
+
+
+def _stats(bid: str, pending: int, per_token: float | None, overhead: float = 0.0):
+    return BackendStats(bid, prefill_tokens=pending, prefill_ms_per_token=per_token,
+                        prefill_overhead_ms=overhead)
+
+
+def test_expected_ttft_formula():
+    assert expected_ttft_ms(_stats("a", 3000, 0.1, 20.0), 1000) == pytest.approx(420.0)
+    assert expected_ttft_ms(_stats("a", 0, None), 1000) is None
+    assert expected_ttft_ms(None, 1000) is None
+
+
+def test_long_prompt_goes_to_the_fast_engine_despite_its_queue():
+    # a: fast (0.05 ms/token) with 4000 tokens queued; b: idle but 0.5 ms/token.
+    stats = {"a": _stats("a", 4000, 0.05, 30.0), "b": _stats("b", 0, 0.5, 30.0)}
+    scored = ExpectedTtftScorer().score(context(stats, req=request(prompt_tokens=4000)),
+                                        backends("a", "b"))
+    # a: 30 + 8000·0.05 = 430 ms; b: 30 + 4000·0.5 = 2030 ms
+    assert scored == {"a": 1.0, "b": pytest.approx(430 / 2030)}
+
+
+def test_unknown_backends_are_tried_optimistically_and_nothing_known_is_missing():
+    scorer = ExpectedTtftScorer()
+    stats = {"a": _stats("a", 0, 0.2, 50.0)}
+    scored = scorer.score(context(stats, req=request(prompt_tokens=500)), backends("a", "b"))
+    assert scored == {"a": pytest.approx(100 / 150), "b": 1.0}  # a: 50 + 100 ms, b: 100 ms
+    assert scorer.score(context(req=request(prompt_tokens=500)), backends("a", "b")) == {}
+
+
+@given(st.lists(st.tuples(st.integers(0, 10**5), st.none() | st.floats(1e-4, 10.0),
+                          st.floats(0.0, 1e4)), min_size=1, max_size=8),
+       st.integers(1, 10**5))
+def test_expected_ttft_scores_are_fractions_and_the_soonest_scores_one(rows, prompt):
+    ids = [f"b{i}" for i in range(len(rows))]
+    stats = {bid: _stats(bid, q, r, o) for bid, (q, r, o) in zip(ids, rows)}
+    scored = ExpectedTtftScorer().score(context(stats, req=request(prompt_tokens=prompt)),
+                                        backends(*ids))
+    if all(r is None for _, r, _ in rows):
+        assert scored == {}
+        return
+    assert set(scored) == set(ids)
+    assert all(0.0 < v <= 1.0 for v in scored.values())
+    assert max(scored.values()) == 1.0
