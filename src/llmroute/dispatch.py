@@ -27,6 +27,7 @@ from llmroute.fuse.degrade import (
     tiered,
 )
 from llmroute.fuse.retry import backoff_s, is_context_overflow
+from llmroute.anchor.sources.router import PrefillTicket
 from llmroute.relay import Relay
 from llmroute.runtime import Runtime
 from llmroute.types import Backend, Candidate, ChatRequest, Outcome, RoutePlan
@@ -43,18 +44,32 @@ class Attempt:
     backend: Backend
     started: float
     output_tokens: int = 0
+    ticket: PrefillTicket | None = None
 
     @classmethod
-    def begin(cls, rt: Runtime, backend: Backend) -> Attempt:
-        """Count a request as in flight on ``backend`` (a half-open breaker's probe)."""
+    def begin(cls, rt: Runtime, backend: Backend, prompt_tokens: int = 0) -> Attempt:
+        """Count a request as in flight on ``backend`` (a half-open breaker's probe), its
+        ``prompt_tokens`` as pending prefill there until its first token."""
         now = rt.clock()
         rt.stats.started(backend.id, now)
         rt.breaker.begin(backend.id, now)
-        return cls(rt, backend, now)
+        return cls(rt, backend, now, ticket=rt.stats.prefill_started(backend.id,
+                                                                      prompt_tokens, now))
+
+    def first_token(self) -> None:
+        """The first token arrived: the prompt is no longer pending, and the time since
+        ``begin`` (the TTFT) teaches the backend's TTFT model."""
+        self._prefilled(first_token=True)
+
+    def _prefilled(self, first_token: bool) -> None:
+        if self.ticket is not None:
+            self.rt.stats.prefill_ended(self.ticket, self.rt.clock(), first_token=first_token)
+            self.ticket = None
 
     def succeed(self, ttft_s: float | None = None, output_tokens: int | None = None) -> None:
         """The request completed; records end-to-end latency (and TTFT for streams) and the
         output tokens (``output_tokens``, else the streamed chunks counted in the field)."""
+        self._prefilled(first_token=False)
         now = self.rt.clock()
         ttft_ms = None if ttft_s is None else ttft_s * 1000
         self.rt.stats.finished(self.backend.id, now, ok=True,
@@ -66,6 +81,7 @@ class Attempt:
         """The request failed (``err``) or was abandoned (None: client gone, or handed off
         by the entropy trigger). A retryable failure counts against the breaker unless
         ``to_breaker`` is False (see ``blame_later``)."""
+        self._prefilled(first_token=False)
         now = self.rt.clock()
         self.rt.stats.finished(self.backend.id, now, ok=err is None)
         if to_breaker and isinstance(err, BackendError) and err.retryable:
@@ -123,9 +139,10 @@ def blame_later(err: BackendError) -> bool:
 
 
 async def with_failover(rt: Runtime, plan: RoutePlan, budget: Budget,
-                        call: Callable[[Backend], Awaitable[T]]) -> tuple[Attempt, T]:
+                        call: Callable[[Backend], Awaitable[T]], prompt_tokens: int = 0
+                        ) -> tuple[Attempt, T]:
     """``call`` the budget's candidates in order until one succeeds, with jittered back-off
-    between failures. A context-length refusal moves on to larger-context candidates only;
+    between failures; each attempt counts ``prompt_tokens`` as pending prefill. A context-length refusal moves on to larger-context candidates only;
     a 429's ``Retry-After`` holds that backend's breaker open.
 
     Raises the first non-retryable BackendError as is (a 4xx from the engine), or
@@ -136,7 +153,7 @@ async def with_failover(rt: Runtime, plan: RoutePlan, budget: Budget,
     while (cand := budget.take()) is not None:
         if errors:
             await asyncio.sleep(backoff_s(rt.config.retry, len(errors), rt.rng, errors[-1]))
-        attempt = Attempt.begin(rt, cand.backend)
+        attempt = Attempt.begin(rt, cand.backend, prompt_tokens)
         try:
             result = await call(cand.backend)
         except BackendError as err:
@@ -204,7 +221,8 @@ async def complete(rt: Runtime, request: ChatRequest, plan: RoutePlan,
     if ordered is None:
         return canned_backend(plan.pool), canned_completion(
             request, rt.config.fuse.degradation[plan.pool], int(rt.wall_clock()))
-    attempt, answer = await with_failover(rt, plan, Budget(ordered, plan.max_attempts), call)
+    attempt, answer = await with_failover(rt, plan, Budget(ordered, plan.max_attempts), call,
+                                          request.prompt_tokens)
     attempt.succeed(output_tokens=_completion_tokens(answer))
     rt.affinity.record(request.text, attempt.backend.id, attempt.started)
     return attempt.backend, answer

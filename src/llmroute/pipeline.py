@@ -44,23 +44,13 @@ def decide(rt: Runtime, request: ChatRequest, intent: Intent | None = None) -> D
 
 
 async def route(rt: Runtime, request: ChatRequest) -> Routed:
-    """Serve ``request``: decide, dispatch with failover, and describe the route in headers.
-    Until the first token (streams) or the answer (otherwise) arrives, the request's prompt
-    counts as pending prefill on the first candidate (``RouterStats.prefill_started``)."""
+    """Serve ``request``: decide, dispatch with failover, and describe the route in headers."""
     d = decide(rt, request, await rt.gate.classify_async(request))
-    ticket = rt.stats.prefill_started(d.candidates[0].backend.id, request.prompt_tokens,
-                                      rt.clock()) if d.candidates else None
-    served: Backend | None = None
-    try:
-        if request.stream:
-            served, stream = await dispatch.open_stream(rt, request, d.plan, d.candidates)
-            return Routed(route_headers(request, d, served), stream=stream)
-        served, body = await dispatch.complete(rt, request, d.plan, d.candidates)
-        return Routed(route_headers(request, d, served), body=body)
-    finally:
-        first = request.stream and served is not None and ticket is not None \
-            and served.id == ticket.backend_id
-        rt.stats.prefill_ended(ticket, rt.clock(), first_token=first)
+    if request.stream:
+        backend, stream = await dispatch.open_stream(rt, request, d.plan, d.candidates)
+        return Routed(route_headers(request, d, backend), stream=stream)
+    backend, body = await dispatch.complete(rt, request, d.plan, d.candidates)
+    return Routed(route_headers(request, d, backend), body=body)
 
 
 def rank(rt: Runtime, request: ChatRequest, intent: Intent, plan: RoutePlan) -> list[Candidate]:

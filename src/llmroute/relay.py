@@ -46,8 +46,9 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("llmroute.relay")
 Opened = tuple[UpstreamStream, AsyncIterator[Chunk], Chunk]
-Failover = Callable[[Runtime, RoutePlan, "Budget", Callable[[Backend], Awaitable[Opened]]],
+Failover = Callable[[Runtime, RoutePlan, "Budget", Callable[[Backend], Awaitable[Opened]], int],
                     Awaitable[tuple["Attempt", Opened]]]
+"""dispatch's ``with_failover(rt, plan, budget, call, prompt_tokens)``."""
 _WARM_DROPS = ("stream", "stream_options", "max_tokens", "max_completion_tokens", "logprobs",
                "top_logprobs")
 
@@ -105,8 +106,9 @@ class Relay:
                 upstream.close()
                 raise
 
-        attempt, (upstream, chunks, first) = await self._failover(self.rt, self.plan,
-                                                                  self.budget, call)
+        attempt, (upstream, chunks, first) = await self._failover(
+            self.rt, self.plan, self.budget, call, self.request.prompt_tokens + self.seam.tokens)
+        attempt.first_token()
         self.leg = _Leg(attempt, upstream, chunks, first, self._fuse(attempt.backend),
                         self.rt.clock() - attempt.started)
         return self.leg
