@@ -17,9 +17,9 @@ common_gen (write a sentence from given concepts) is ``creative_writing``.
 Our own test prompts, written for this purpose and never used to fit or tune anything:
 tests/data/gate_zh_test.jsonl (``macro_f1_zh``) and tests/data/gate_en_test.jsonl
 (``macro_f1_en_own``), 10 per intent each, in the labelled-file format (``text`` or
-``messages``). The older held-out files (tests/data/gate_*_heldout.jsonl) were used to tune
-gate settings, so they are reported separately (``macro_f1_zh_heldout``) as a development
-figure, not a test.
+``messages``). Development figures, not tests (these files were used to tune the gate):
+tests/data/gate_{en,zh}_dev.jsonl (``macro_f1_en_dev``, ``macro_f1_zh_dev``; 10 per intent)
+and the older held-out files tests/data/gate_{en,zh}_heldout.jsonl (``macro_f1_zh_heldout``).
 
 Baseline in the same run: ``RulesClassifier`` on the same requests (``macro_f1_rules``).
 
@@ -45,6 +45,7 @@ DATA = ROOT.parent / "shared" / "data"
 TESTS = ROOT / "tests" / "data"
 ZH_TEST, EN_TEST = TESTS / "gate_zh_test.jsonl", TESTS / "gate_en_test.jsonl"
 ZH_HELDOUT = TESTS / "gate_zh_heldout.jsonl"
+EN_DEV, ZH_DEV = TESTS / "gate_en_dev.jsonl", TESTS / "gate_zh_dev.jsonl"
 
 from llmroute.config import GateConfig
 from llmroute.gate.compress import prompt_request
@@ -180,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     base = score(truth, [rules.classify(req).label for _, req, _ in items])
     zh_score, en_score = own_score(gate, ZH_TEST), own_score(gate, EN_TEST)
     zh_dev = own_score(gate, ZH_HELDOUT)
+    en_dev2, zh_dev2 = own_score(gate, EN_DEV), own_score(gate, ZH_DEV)
     main_score = score(truth, pred)
     print(report(main_score))
     for src in dict.fromkeys(s for s, _, _ in items):
@@ -187,10 +189,13 @@ def main(argv: list[str] | None = None) -> int:
         acc = sum(pred[i] == truth[i] for i in idx) / len(idx)
         print(f"  {src:<14} n={len(idx):<5} accuracy {acc:.3f}")
     print(f"own test prompts: Chinese macro-F1 {zh_score.macro_f1:.3f} (n={zh_score.n}), English "
-          f"{en_score.macro_f1:.3f} (n={en_score.n}); Chinese tuning set (old held-out) "
+          f"{en_score.macro_f1:.3f} (n={en_score.n}); development sets: English "
+          f"{en_dev2.macro_f1:.3f}, Chinese {zh_dev2.macro_f1:.3f}, Chinese old held-out "
           f"{zh_dev.macro_f1:.3f}; rules baseline on the public sets {base.macro_f1:.3f}")
     result = {"macro_f1": round(main_score.macro_f1, 4), "macro_f1_zh": round(zh_score.macro_f1, 4),
               "macro_f1_en_own": round(en_score.macro_f1, 4),
+              "macro_f1_en_dev": round(en_dev2.macro_f1, 4),
+              "macro_f1_zh_dev": round(zh_dev2.macro_f1, 4),
               "macro_f1_zh_heldout": round(zh_dev.macro_f1, 4),
               "macro_f1_rules": round(base.macro_f1, 4),
               "vs_rules": round(main_score.macro_f1 / max(base.macro_f1, 1e-9), 3),

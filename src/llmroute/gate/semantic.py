@@ -7,7 +7,10 @@ Per request (docs/gate.md):
 3. first stage: ``NgramHead`` probabilities × structure priors (source ``fast``);
 4. when the top probability is below ``second_opinion_below``, the latest turn is not
    pasted material (``Compressed.pasted``: MiniLM would read only the start of the
-   document) and the encoder is loaded, MiniLM embeds the latest turn (micro-batched in a worker thread for ``classify_async``,
+   document), the text is not mostly Chinese/Japanese/Korean (the English-only MiniLM's
+   weight ``verdict.encoder_weight(cjk)`` is at least ``ENCODER_MIN_WEIGHT``; below it its
+   answer cannot move the verdict, so it is not computed) and the encoder is loaded,
+   MiniLM embeds the latest turn (micro-batched in a worker thread for ``classify_async``,
    inline for ``classify``) and the two opinions are combined (source ``fast+encoder``);
 5. config rule overrides (hot-reloaded) are applied last (source gains ``+rule``);
 6. complexity from ``complexity.ComplexityScorer`` over the compressed text (so a 1 MB prompt
@@ -43,7 +46,9 @@ from llmroute.gate.model import GateModel, build_model
 from llmroute.gate.overrides import RuleOverrides
 from llmroute.gate.rules import RulesClassifier
 from llmroute.gate.verdict import (
+    ENCODER_MIN_WEIGHT,
     combine,
+    encoder_weight,
     first_stage,
     make_intent,
     nothing_intent,
@@ -183,7 +188,8 @@ class SemanticGate:
         p = first_stage(self.model.fast_proba(c.text), scores, self.model.classes, c)
         level = self._complexity.score(c.text, request.prompt_tokens, scores, c.turns)
         scored = _Scored(p, level, "fast")
-        if p.max() >= self.cfg.second_opinion_below or self.model.encoder is None or c.pasted:
+        if (p.max() >= self.cfg.second_opinion_below or self.model.encoder is None or c.pasted
+                or encoder_weight(c.cjk) < ENCODER_MIN_WEIGHT):
             self._cache[c.key] = scored
             return scored
         return scored, request

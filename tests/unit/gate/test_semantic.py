@@ -90,6 +90,20 @@ def test_second_opinion_below_the_threshold(gate: SemanticGate) -> None:
     assert never.classify(request).source == "fast"
 
 
+@pytest.mark.parametrize(("text", "asked"), [
+    ("how do I make my sourdough less sour?", True),
+    ("怎么让我的酸面包没那么酸？", False),
+    ("用sourdough starter做面包，怎么让它没那么酸？", True),
+], ids=["english", "chinese", "half-chinese"])
+def test_the_english_encoder_is_not_asked_about_chinese(gate: SemanticGate, text: str,
+                                                        asked: bool) -> None:
+    """MiniLM's weight is 0.5·(1 − cjk); below ENCODER_MIN_WEIGHT its answer could not move
+    the verdict, so it is not computed at all."""
+    always = SemanticGate(GateConfig(second_opinion_below=1.0, cache_size=0), model=gate.model)
+    always.load()
+    assert (always.classify(prompt_request(text)).source == "fast+encoder") is asked
+
+
 async def test_async_is_micro_batched_and_agrees_with_sync(gate: SemanticGate) -> None:
     g = SemanticGate(GateConfig(second_opinion_below=1.0, max_wait_ms=5.0, max_batch=64),
                      model=gate.model)

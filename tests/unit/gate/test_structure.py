@@ -113,8 +113,21 @@ def test_multi_turn_utterances_read_like_a_compressed_chat() -> None:
 def test_our_test_prompts_cover_every_intent_and_stay_out_of_the_fitted_set(name: str) -> None:
     examples = read_labelled(DATA / name)
     assert Counter(e.intent for e in examples) == dict.fromkeys(INTENTS, 10)
-    fitted = {text for text, _ in shipped_utterances()}
+    fitted = {compress_text(text).text for text, _ in shipped_utterances()}
     assert not [e for e in examples if compress(e.request).text in fitted]
+
+
+@pytest.mark.parametrize("name", ["gate_en_dev.jsonl", "gate_zh_dev.jsonl"], ids=["en", "zh"])
+def test_development_sets_cover_every_intent_apart_from_fitted_and_test_prompts(
+        name: str) -> None:
+    examples = read_labelled(DATA / name)
+    counts = Counter(e.intent for e in examples)
+    assert set(counts) == set(INTENTS) and min(counts.values()) >= 8, counts
+    texts = [compress(e.request).text for e in examples]
+    tests = {compress(e.request).text for f in TEST_FILES for e in read_labelled(DATA / f)}
+    fitted = {compress_text(text).text for text, _ in shipped_utterances()}
+    assert len(set(texts)) == len(texts)
+    assert not (set(texts) & fitted) and not (set(texts) & tests)
 
 
 @pytest.mark.parametrize(("text", "messages", "label"), [
