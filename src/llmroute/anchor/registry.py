@@ -28,6 +28,7 @@ from llmroute.anchor.scorers.gpu_util import GpuUtilScorer
 from llmroute.anchor.scorers.health import HealthScorer
 from llmroute.anchor.scorers.inflight import InFlightScorer
 from llmroute.anchor.scorers.intent_fit import IntentFitScorer, PoolFit
+from llmroute.anchor.scorers.kv_balance import KvBalanceScorer
 from llmroute.anchor.scorers.kv_cache import KvCacheScorer
 from llmroute.anchor.scorers.latency import LatencyScorer
 from llmroute.anchor.scorers.prefix_affinity import PrefixAffinityScorer
@@ -102,6 +103,7 @@ def register_builtins(registry: Registry | None = None) -> Registry:
         "prefix-affinity": lambda d: PrefixAffinityScorer(d.affinity),
         "intent-fit": lambda d: IntentFitScorer(d.pools),
         "expected-ttft": lambda d: ExpectedTtftScorer(),
+        "kv-balance": lambda d: KvBalanceScorer(),
     })
     reg.pickers.update({
         "argmax": lambda d: ArgmaxPicker(), "p2c": lambda d: P2cPicker(d.rng),

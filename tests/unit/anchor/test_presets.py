@@ -11,7 +11,7 @@ from llmroute.errors import ConfigError
 
 SCORERS = {"queue-depth", "kv-cache", "free-vram", "gpu-util", "in-flight", "latency",
            "error-rate", "throughput", "prefix-affinity", "intent-fit", "health",
-           "expected-ttft"}
+           "expected-ttft", "kv-balance"}
 
 
 def test_builtins_are_registered_by_kebab_case_name():

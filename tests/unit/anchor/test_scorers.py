@@ -12,6 +12,7 @@ from llmroute.anchor.scorers.gpu_util import GpuUtilScorer
 from llmroute.anchor.scorers.health import HealthScorer
 from llmroute.anchor.scorers.inflight import InFlightScorer
 from llmroute.anchor.scorers.intent_fit import IntentFitScorer, PoolFit, fit
+from llmroute.anchor.scorers.kv_balance import KvBalanceScorer
 from llmroute.anchor.scorers.kv_cache import KvCacheScorer
 from llmroute.anchor.scorers.latency import LatencyScorer
 from llmroute.anchor.scorers.prefix_affinity import PrefixAffinityScorer
@@ -37,12 +38,19 @@ ENGINE_CASES = [
     (GpuUtilScorer(), {"a": signals(gpu_util=0.9), "b": signals(gpu_util=0.0)},
      {"a": pytest.approx(0.1), "b": 1.0}),
     (GpuUtilScorer(), {}, {}),
+    (KvBalanceScorer(), {"a": signals(kv_cache_usage=0.2), "b": signals(kv_cache_usage=0.3)},
+     {"a": pytest.approx(0.75), "b": pytest.approx(0.25)}),
+    (KvBalanceScorer(), {"a": signals(kv_cache_usage=0.1), "b": signals(kv_cache_usage=0.9)},
+     {"a": 1.0, "b": 0.0}),
+    (KvBalanceScorer(), {"a": signals(kv_cache_usage=0.7)}, {"a": 0.5}),
+    (KvBalanceScorer(), {}, {}),
 ]
 
 
 @pytest.mark.parametrize("scorer,engines,expected", ENGINE_CASES, ids=[
     "queue", "queue-missing", "kv", "kv-llamacpp-slots", "kv-no-slots", "vram",
-    "vram-half-missing", "gpu-util", "gpu-absent"])
+    "vram-half-missing", "gpu-util", "gpu-absent", "kv-balance", "kv-balance-clamped",
+    "kv-balance-alone", "kv-balance-absent"])
 def test_engine_signal_scorers(scorer, engines, expected):
     assert scorer.score(context(engines=engines), AB) == expected
 
