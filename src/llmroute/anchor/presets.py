@@ -1,13 +1,15 @@
 """Named anchor profiles: scorer weights and a picker, chosen by ``anchor.preset``.
 
-- ``default``: expected TTFT 0.25, KV cache 0.6, engine queue 0.15 and the router's
-  in-flight count 0.15. Tuned with ``bench/schedule.py`` (8 heterogeneous emulated engines,
+- ``default``: expected TTFT 0.25, KV cache 0.6, KV balance 0.15, engine queue 0.15 and
+  the router's in-flight count 0.15. Tuned with ``bench/schedule.py`` (8 heterogeneous emulated engines,
   Azure trace at 85 % load; ``--scorers`` overrides weights for such runs):
   ``expected-ttft`` (each queued prompt weighed by its length, each engine by its learned
   prefill speed) moves long prompts off slow engines and roughly halves P95 TTFT against
   least-in-flight; the KV weight, a little over twice the TTFT weight, evens KV usage
   across engines whose caches differ tenfold (at 0.45 the spread was ~1.5 points wider, at
-  0.8 and above the TTFT tail grew). Left out: ``latency`` (its p95-vs-baseline lags the
+  0.8 and above the TTFT tail grew); ``kv-balance`` 0.15 (usage against the fleet's mean)
+  brought the full run's KV spread from ±10.3 to ±8.0 points, the H100's small cache no
+  longer running fullest (at 0.3 and more the TTFT tail grew). Left out: ``latency`` (its p95-vs-baseline lags the
   queue it reports; from 0.15 up it hurt the tail) and ``throughput`` 0.2 (herded load
   onto the fastest engine until it queued: P95 TTFT 2.2× least-in-flight).
 - ``round-robin``: no scorers; rotate (baseline).
@@ -47,8 +49,8 @@ class Preset:
 def presets() -> dict[str, Preset]:
     """Every built-in preset by name."""
     return {
-        "default": Preset((("expected-ttft", 0.25), ("kv-cache", 0.6), ("queue-depth", 0.15),
-                           ("in-flight", 0.15))),
+        "default": Preset((("expected-ttft", 0.25), ("kv-cache", 0.6), ("kv-balance", 0.15),
+                           ("queue-depth", 0.15), ("in-flight", 0.15))),
         "round-robin": Preset((), "round-robin"),
         "least-in-flight": Preset((("in-flight", 1.0),)),
         "seed-000": Preset((("free-vram", 0.4), ("gpu-util", 0.3), ("latency", 0.2),

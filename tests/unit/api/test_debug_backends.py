@@ -9,6 +9,7 @@ from fakes.anchor_ctx import signals
 from fakes.router import make_config, open_router
 from rich.console import Console
 
+from llmroute.anchor.presets import presets
 from llmroute.anchor_cli import render
 from llmroute.types import Outcome
 
@@ -28,7 +29,7 @@ async def test_debug_backends_shows_signals_ages_scores_and_breakers():
         rt.stats.started("v1", now)
         body = (await client.get("/debug/backends")).json()
     rows = {r["id"]: r for r in body["backends"]}
-    assert set(body["weights"]) == {"expected-ttft", "queue-depth", "kv-cache", "in-flight"}
+    assert set(body["weights"]) == set(dict(presets()["default"].weights))
     v1, v2, o1 = rows["v1"], rows["v2"], rows["o1"]
     assert v1["signals"]["waiting"]["value"] == 4
     waiting = v1["signals"]["waiting"]
