@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -19,10 +20,12 @@ import aiohttp
 
 
 def _bodies(model: str, stream: bool) -> Iterator[bytes]:
-    """Request bodies, each with a distinct prompt so no cache on the path can answer."""
+    """Request bodies, each with a distinct prompt so no cache on the path can answer — also
+    across runs: every load generator process numbers its prompts after its own nonce."""
+    nonce = os.urandom(3).hex()
     for i in itertools.count():
         yield json.dumps({"model": model, "stream": stream, "max_tokens": 32, "messages": [
-            {"role": "user", "content": f"Say hello to the benchmark. #{i}"}]}).encode()
+            {"role": "user", "content": f"Say hello to the benchmark. #{nonce}-{i}"}]}).encode()
 
 
 async def _one(session: aiohttp.ClientSession, url: str, body: bytes, stream: bool,

@@ -4,16 +4,16 @@ is better. It evens usage across engines whose caches differ in size, where the 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 from llmroute.anchor.protocol import AnchorContext
 from llmroute.anchor.scorers.base import NAN, ColumnScorer
-from llmroute.anchor.scorers.kv_cache import kv_free
+from llmroute.anchor.scorers.kv_cache import KvCacheScorer
 from llmroute.types import Backend
 
 BAND = 0.10
 """Usage (fraction 0–1) above or below the mean at which the score reaches 0 or 1."""
+HALF_SLOPE = 1 / (2 * BAND)
 
 
 class KvBalanceScorer(ColumnScorer):
@@ -22,13 +22,15 @@ class KvBalanceScorer(ColumnScorer):
 
     name = "kv-balance"
 
+    def __init__(self) -> None:
+        self._free = KvCacheScorer()
+
     def column(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
         """See the class docstring; NaN where the KV signal is missing."""
-        get = ctx.snapshot.engines.get
-        usage = [NAN if (f := kv_free(get(b.id))) is None else 1.0 - f for b in candidates]
-        known = [u for u in usage if not math.isnan(u)]
+        free = self._free.column(ctx, candidates)
+        known = [f for f in free if f == f]  # NaN != NaN
         if not known:
-            return usage
-        mean = sum(known) / len(known)
-        return [u if math.isnan(u) else min(max(0.5 + (mean - u) / (2 * BAND), 0.0), 1.0)
-                for u in usage]
+            return free
+        # 0.5 + (mean usage - usage) / (2 BAND) = 0.5 + (free - mean free) * HALF_SLOPE
+        offset = 0.5 - HALF_SLOPE * sum(known) / len(known)
+        return [min(max(HALF_SLOPE * f + offset, 0.0), 1.0) if f == f else NAN for f in free]
