@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import structlog
 
+from llmroute.anchor.sources.router import PrefillTicket
 from llmroute.backends.sse import DONE, encode_json
 from llmroute.errors import (
     BackendError,
@@ -27,7 +28,6 @@ from llmroute.fuse.degrade import (
     tiered,
 )
 from llmroute.fuse.retry import backoff_s, is_context_overflow
-from llmroute.anchor.sources.router import PrefillTicket
 from llmroute.relay import Relay
 from llmroute.runtime import Runtime
 from llmroute.types import Backend, Candidate, ChatRequest, Outcome, RoutePlan
@@ -142,8 +142,9 @@ async def with_failover(rt: Runtime, plan: RoutePlan, budget: Budget,
                         call: Callable[[Backend], Awaitable[T]], prompt_tokens: int = 0
                         ) -> tuple[Attempt, T]:
     """``call`` the budget's candidates in order until one succeeds, with jittered back-off
-    between failures; each attempt counts ``prompt_tokens`` as pending prefill. A context-length refusal moves on to larger-context candidates only;
-    a 429's ``Retry-After`` holds that backend's breaker open.
+    between failures; each attempt counts ``prompt_tokens`` as pending prefill. A
+    context-length refusal moves on to larger-context candidates only; a 429's
+    ``Retry-After`` holds that backend's breaker open.
 
     Raises the first non-retryable BackendError as is (a 4xx from the engine), or
     NoBackendAvailable when every attempt failed or there is no candidate.

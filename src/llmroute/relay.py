@@ -115,7 +115,6 @@ class Relay:
 
     async def stream(self) -> AsyncIterator[bytes]:
         """The client's SSE bytes; closing it (client gone) closes the upstream request."""
-        self.prewarm()
         try:
             while self.leg is not None:
                 async for data in self._drain(self.leg):

@@ -10,8 +10,9 @@ a latency that really happened. The baseline is the lowest windowed p50 seen so 
 once the window holds ``BASELINE_MIN`` successful samples: the backend's latency when it
 was least loaded, the reference the ``latency`` scorer compares the current p95 against.
 
-Prefill: the pipeline reports when a request is sent (``prefill_started``, with its prompt
-tokens) and when its first token arrived or it ended (``prefill_ended``); in between its
+Prefill: each attempt (``dispatch.Attempt``) reports when a request is sent to a backend
+(``prefill_started``, with its prompt tokens) and when its first token arrived or the
+attempt ended (``prefill_ended``); in between its
 prompt counts in the backend's ``prefill_tokens``, and each first token teaches the
 backend's TTFT model (``anchor/sources/prefill.py``) that the ``expected-ttft`` scorer reads.
 """
