@@ -79,9 +79,7 @@ class Profile:
         survivors = self.survivors(ctx, backends)
         if not survivors:
             return []
-        ids = [b.id for b in survivors]
-        cols = [column_of(s, ctx, survivors) for s, _ in self._active]
-        totals = dict(zip(ids, _totals(self._active, cols, len(ids))))
+        ids, cols, totals = self._evaluate(ctx, survivors)
         order = self.picker.pick(totals)
         if limit is not None:
             order = order[:max(limit, 0)]
@@ -98,12 +96,17 @@ class Profile:
               ) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
         """``(totals, parts)``: the total per backend id (insertion order = ``survivors``)
         and each scorer's map ``{name: {backend_id: score}}`` (missing signals left out)."""
-        ids = [b.id for b in survivors]
-        cols = [column_of(s, ctx, survivors) for s, _ in self._active]
-        totals = dict(zip(ids, _totals(self._active, cols, len(ids))))
+        ids, cols, totals = self._evaluate(ctx, survivors)
         parts = {s.name: {bid: x for bid, x in zip(ids, col) if x == x}
                  for (s, _), col in zip(self._active, cols)}
         return totals, parts
+
+    def _evaluate(self, ctx: AnchorContext, survivors: Sequence[Backend]
+                  ) -> tuple[list[str], list[Column], dict[str, float]]:
+        """``(ids, columns, totals)`` of ``survivors``: one column per active scorer."""
+        ids = [b.id for b in survivors]
+        cols = [column_of(s, ctx, survivors) for s, _ in self._active]
+        return ids, cols, dict(zip(ids, _totals(self._active, cols, len(ids))))
 
     def _names(self) -> list[str]:
         return [s.name for s, _ in self._active]

@@ -36,6 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from llmroute.policy.tokens import CJK_CHARS
 from llmroute.types import ChatRequest
 
 HEAD_CHARS = 512
@@ -52,7 +53,7 @@ _CHOICES = re.compile(r"\b(?:options|choices|categories|labels)[^\S\n]*[:：]|(?
                       re.IGNORECASE)
 _SPEAKER = re.compile(r"^[^\S\n]*[^\s:：][^\n:：]{0,23}[:：][^\S\n]*\S", re.MULTILINE)
 _FENCE = re.compile(r"```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+_CJK = re.compile(f"[{CJK_CHARS}]")
 _LATIN_WORD = re.compile(r"[A-Za-z]{3,}")
 
 

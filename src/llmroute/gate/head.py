@@ -30,16 +30,17 @@ from sklearn.feature_extraction.text import HashingVectorizer
 from sklearn.model_selection import StratifiedKFold
 from sklearn.preprocessing import normalize
 from sklearn.svm import LinearSVC
+from sklearn.utils import extmath
 
 from llmroute.errors import ConfigError
+from llmroute.policy.tokens import CJK_CHARS
 
 N_FEATURES = 2**18
 C_NGRAM = 1.0
 C_EMBED = 0.3
 FOLDS = 5
 TEMPERATURES = np.geomspace(0.3, 4.0, 24)
-_CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
-WORD_TOKENS = rf"(?u)[^\W{_CJK_CHARS}]+|[{_CJK_CHARS}]"
+WORD_TOKENS = rf"(?u)[^\W{CJK_CHARS}]+|[{CJK_CHARS}]"
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -124,11 +125,10 @@ class _Calibrated:
 
 
 def row_norms(x: sparse.csr_matrix) -> np.ndarray:
-    """L2 norm of each row of a CSR matrix ``(n,)`` (1 for an all-zero row, so dividing by it
-    leaves the row at zero)."""
-    rows = np.repeat(np.arange(x.shape[0]), np.diff(x.indptr))
-    sq = np.bincount(rows, weights=np.square(x.data), minlength=x.shape[0])
-    return np.where(sq > 0, np.sqrt(sq), 1.0)
+    """L2 norm of each row of a CSR matrix ``(n,)`` (scikit-learn's ``row_norms``; 1 for an
+    all-zero row, so dividing by it leaves the row at zero)."""
+    norms = extmath.row_norms(x)
+    return np.where(norms > 0, norms, 1.0)
 
 
 class NgramHead(_Calibrated):

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import re
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+"""Regex character-class ranges of CJK text: kana, CJK ideographs (extension A and the
+unified block) and Hangul syllables."""
+_CJK = re.compile(f"[{CJK_CHARS}\uf900-\ufaff]")  # plus the compatibility ideographs
 MESSAGE_OVERHEAD_TOKENS = 4
 
 
