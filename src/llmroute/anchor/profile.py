@@ -68,9 +68,13 @@ class Profile:
     scorers: tuple[tuple[Scorer, float], ...]
     picker: Picker
     _active: tuple[tuple[Scorer, float], ...] = field(init=False, repr=False, compare=False)
+    _bounded: tuple[bool, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_active", tuple((s, w) for s, w in self.scorers if w != 0))
+        active = tuple((s, w) for s, w in self.scorers if w != 0)
+        object.__setattr__(self, "_active", active)
+        object.__setattr__(self, "_bounded", tuple(getattr(s, "bounded", False) is True
+                                                   for s, _ in active))
 
     def rank(self, ctx: AnchorContext, backends: Sequence[Backend],
              limit: int | None = None) -> list[Candidate]:
@@ -106,33 +110,45 @@ class Profile:
         """``(ids, columns, totals)`` of ``survivors``: one column per active scorer."""
         ids = [b.id for b in survivors]
         cols = [column_of(s, ctx, survivors) for s, _ in self._active]
-        return ids, cols, dict(zip(ids, _totals(self._active, cols, len(ids))))
+        return ids, cols, dict(zip(ids, _totals(self._active, self._bounded, cols, len(ids))))
 
     def _names(self) -> list[str]:
         return [s.name for s, _ in self._active]
 
 
-def _clean(col: Column) -> bool:
-    """No NaN, every value in [0, 1] (C-level passes: NaN poisons the sum)."""
+def _clean(col: Column, bounded: bool) -> bool:
+    """No NaN, every value in [0, 1] (C-level passes: NaN poisons the sum); the range is
+    not checked for a ``bounded`` scorer's column (in [0, 1] or NaN by construction)."""
     total = sum(col)
-    return total == total and min(col) >= 0.0 and max(col) <= 1.0
+    return total == total and (bounded or (min(col) >= 0.0 and max(col) <= 1.0))
 
 
-def _totals(active: Sequence[tuple[Scorer, float]], cols: list[Column], n: int) -> list[float]:
+def _totals(active: Sequence[tuple[Scorer, float]], bounded: Sequence[bool],
+            cols: list[Column], n: int) -> list[float]:
     """Total per survivor (module docstring): complete columns in one pass each; a column
-    with gaps or out-of-range values per backend, then renormalised over what is present."""
-    acc = [0.0] * n
+    with gaps or out-of-range values per backend, then renormalised over what is present.
+    A negative weight's constant part (``w`` of ``w + |w|·x``) is added once at the end."""
+    acc: list[float] | None = None
+    const = 0.0  # Σ offsets of the complete columns
     present: list[float] | None = None  # per backend, once some column has gaps
     done = 0.0  # |w| of the complete columns so far
-    for (_, w), col in zip(active, cols):
+    for (_, w), sure, col in zip(active, bounded, cols):
         offset, scale = (0.0, w) if w >= 0 else (w, -w)  # w·x, or w·(1−x) = w + |w|·x
-        if n and _clean(col):
-            acc = [a + offset + scale * x for a, x in zip(acc, col)]
+        if n and _clean(col, sure):
+            acc = ([scale * x for x in col] if acc is None
+                   else [a + scale * x for a, x in zip(acc, col)])
+            const += offset
             done += scale
             continue
+        if acc is None:
+            acc = [0.0] * n
         if present is None:
             present = [0.0] * n
         _accumulate(col, offset, scale, acc, present)
+    if acc is None:
+        acc = [0.0] * n
+    if const:
+        acc = [a + const for a in acc]
     if present is None:
         return acc
     full = sum(abs(w) for _, w in active)
@@ -160,7 +176,7 @@ def _candidates(order: list[str], survivors: list[Backend], ids: list[str],
                 totals: dict[str, float], names: list[str], cols: list[Column]
                 ) -> list[Candidate]:
     """``Candidate``s for ``order``, each with its clamped per-scorer scores."""
-    where = {bid: i for i, bid in enumerate(ids)}
+    where = dict(zip(ids, range(len(ids))))
     out = []
     for bid in order:
         i = where[bid]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from llmroute.types import Backend, ChatRequest, Intent, MetricsSnapshot
@@ -13,13 +13,18 @@ from llmroute.types import Backend, ChatRequest, Intent, MetricsSnapshot
 class AnchorContext:
     """Everything a filter or scorer may read: the request, its intent, the signals (fresh
     only: a stale signal is absent), the time (s), and the ``pools`` the plan allows (None:
-    any)."""
+    any). ``columns`` is a per-decision memo (``scorers/base.memo_column``): a column two
+    scorers read (``kv-cache`` and ``kv-balance``) is computed once per decision; it starts
+    empty with every context (``dataclasses.replace`` too), so it never outlives the signals
+    it came from."""
 
     request: ChatRequest
     intent: Intent
     snapshot: MetricsSnapshot
     now: float
     pools: frozenset[str] | None = None
+    columns: dict[tuple[str, int], tuple[object, list[float]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
 
 class Filter(Protocol):

@@ -40,6 +40,14 @@ class CircuitBreaker:
     def __init__(self, config: BreakerConfig):
         self._config = config
         self._entries: dict[str, _Entry] = {}
+        self._flagged: set[str] = set()
+
+    @property
+    def flagged(self) -> frozenset[str]:
+        """Backend ids whose breaker has opened or been held since it last closed: every
+        other backend is closed, so a caller may skip ``state`` for it (the health filter
+        does, at 100 backends). May include ids whose hold or cool-down has since lapsed."""
+        return frozenset(self._flagged)
 
     def state(self, backend_id: str, now: float) -> BreakerState:
         """The breaker's state for ``backend_id`` at ``now``."""
@@ -90,6 +98,7 @@ class CircuitBreaker:
         its failure rate; afterwards it returns to the state it had."""
         entry = self._entry(backend_id)
         entry.held_until = max(entry.held_until, now + seconds)
+        self._flagged.add(backend_id)
 
     def failure_rate(self, backend_id: str, now: float) -> float:
         """Failed fraction (0–1) of the attempts in the window; 0 with none."""
@@ -118,10 +127,13 @@ class CircuitBreaker:
         entry.probe_successes += 1
         if entry.probe_successes >= self._config.half_open_probes:
             self._entries[backend_id] = _Entry(held_until=entry.held_until)
+            if entry.held_until <= now:
+                self._flagged.discard(backend_id)
             log.info("breaker_closed", backend=backend_id)
 
     def _open(self, backend_id: str, entry: _Entry, now: float) -> None:
         entry.opened_at, entry.probes, entry.probe_successes = now, 0, 0
+        self._flagged.add(backend_id)
         entry.window.clear()
         entry.failures = 0
         log.warning("breaker_opened", backend=backend_id, cooldown_s=self._config.cooldown_s)

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from fakes.anchor_ctx import backends, context, request, signals
 
 from llmroute.anchor.capability import capabilities_of, required
 from llmroute.anchor.filters.capability import CapabilityFilter
 from llmroute.anchor.filters.context_fit import ContextFitFilter, usable_context
+from llmroute.anchor.filters.health import HealthFilter
 from llmroute.anchor.filters.pool import PoolFilter
-from llmroute.types import Backend
+from llmroute.config import BreakerConfig
+from llmroute.fuse.breaker import CircuitBreaker
+from llmroute.types import Backend, Outcome
 
 
 def ids(bs) -> list[str]:
@@ -60,3 +65,30 @@ def test_context_fit_prefers_roomy_backends_and_falls_back_to_any_fit():
     assert ids(f.filter(context(engines=both_full, req=big), cands)) == ["a", "b"]
     huge = request(prompt_tokens=3990, max_tokens=100)
     assert f.filter(context(req=huge), cands) == []
+
+
+@given(st.lists(st.integers(1, 8000), min_size=1, max_size=6), st.integers(0, 6000),
+       st.lists(st.one_of(st.none(), st.floats(0, 1)), min_size=6, max_size=6),
+       st.sampled_from([0.0, 0.25, 0.5, 1.0]))
+def test_context_fit_fast_path_keeps_what_the_full_rule_keeps(sizes, prompt, kv, min_fraction):
+    cands = [Backend(f"b{i}", "p", "vllm", "http://x", "m", n) for i, n in enumerate(sizes)]
+    engines = {f"b{i}": signals(kv_cache_usage=u) for i, u in enumerate(kv) if u is not None}
+    ctx = context(engines=engines, req=request(prompt_tokens=prompt, max_tokens=100))
+    need = prompt + 100
+    fits = [b for b in cands if need <= b.context_length]
+    roomy = [b for b in fits if need <= usable_context(
+        b.context_length, engines[b.id].kv_cache_usage if b.id in engines else None,
+        0.8, min_fraction)]
+    got = ContextFitFilter(kv_min_fraction=min_fraction).filter(ctx, cands)
+    assert ids(got) == ids(roomy or fits)
+
+
+def test_health_filter_asks_the_breaker_only_about_flagged_backends():
+    cands = backends("a", "b", "c")
+    br = CircuitBreaker(BreakerConfig(window_s=10, min_requests=1, failure_rate=0.5,
+                                      cooldown_s=5))
+    f = HealthFilter(br)
+    assert ids(f.filter(context(), cands)) == ["a", "b", "c"]
+    br.record("b", Outcome.FAILURE, 0.0)
+    assert ids(f.filter(context(now=1.0), cands)) == ["a", "c"]
+    assert ids(f.filter(context(now=6.0), cands)) == ["a", "b", "c"]  # half-open: a probe

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from llmroute.anchor.pickers.argmax import ArgmaxPicker
 from llmroute.anchor.profile import Profile, contribution
-from llmroute.anchor.scorers.base import ColumnScorer
+from llmroute.anchor.scorers.base import ColumnScorer, memo_column
 
 IDS = ("a", "b", "c", "d")
 
@@ -82,3 +82,36 @@ def test_limit_is_a_prefix_of_the_full_order_with_clamped_scores(spec, limit):
         bid = c.backend.id
         assert set(c.scores) == {f"s{i}" for i, (_, m) in enumerate(spec)
                                  if bid in m and not math.isnan(m[bid])}
+
+
+@given(st.lists(st.tuples(st.floats(-1, 1).filter(lambda w: abs(w) > 1e-3),
+                          st.dictionaries(st.sampled_from(IDS),
+                                          st.one_of(st.floats(0, 1), st.just(math.nan)))),
+                min_size=1, max_size=5))
+def test_bounded_columns_give_the_same_totals(spec):
+    def build(bounded: bool) -> Profile:
+        scorers = []
+        for i, (w, m) in enumerate(spec):
+            s = FixedColumn(f"s{i}", m)
+            s.bounded = bounded
+            scorers.append((s, w))
+        return Profile((), tuple(scorers), ArgmaxPicker())
+
+    plain, _ = build(False).score(context(), backends(*IDS))
+    hinted, _ = build(True).score(context(), backends(*IDS))
+    assert hinted == pytest.approx(plain, abs=1e-12)
+
+
+def test_a_memoised_column_is_computed_once_per_decision_and_per_candidate_list():
+    calls = []
+
+    def compute(ctx, candidates):
+        calls.append(len(candidates))
+        return [0.5] * len(candidates)
+
+    ctx, cands = context(), backends(*IDS)
+    first = memo_column(ctx, "kv", cands, compute)
+    assert memo_column(ctx, "kv", cands, compute) is first and calls == [4]
+    memo_column(ctx, "kv", cands[:2], compute)  # another list: computed for it
+    memo_column(context(), "kv", cands, compute)  # a new decision: computed again
+    assert calls == [4, 2, 4]

@@ -107,3 +107,32 @@ def test_an_abandoned_probe_frees_its_slot_without_a_verdict():
     assert not b.allow("x", 5)
     b.release("x")
     assert b.allow("x", 5) and b.state("x", 5) is HALF
+
+
+def test_flagged_names_opened_and_held_backends_until_they_close():
+    b = breaker(half_open_probes=1)
+    assert b.flagged == frozenset()
+    for t in range(4):
+        b.record("x", F, t)
+    b.hold("y", 2, 0)
+    assert b.flagged == {"x", "y"}
+    b.begin("x", 9)
+    b.record("x", S, 9)  # the half-open probe succeeds: closed again
+    assert b.state("x", 9) is CLOSED and b.flagged == {"y"}
+
+
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.sampled_from([F, S]),
+                          st.sampled_from(["record", "hold", "probe"])), max_size=40))
+def test_every_backend_outside_flagged_is_closed(events):
+    b = breaker(min_requests=2, half_open_probes=1)
+    for t, (bid, outcome, kind) in enumerate(events):
+        if kind == "hold":
+            b.hold(bid, 3, t)
+        elif kind == "probe":
+            b.begin(bid, t)
+            b.record(bid, outcome, t)
+        else:
+            b.record(bid, outcome, t)
+        for other in "abc":
+            if other not in b.flagged:
+                assert b.state(other, t) is CLOSED

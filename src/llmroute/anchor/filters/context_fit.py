@@ -3,6 +3,7 @@ under KV-cache pressure the usable context shrinks."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from llmroute.anchor.protocol import AnchorContext
@@ -40,6 +41,11 @@ class ContextFitFilter:
     def filter(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[Backend]:
         """A subset of ``candidates``, order kept (empty: nothing fits at all)."""
         need = ctx.request.prompt_tokens + (ctx.request.max_tokens or self._min_output)
+        # fast path: a request that fits every window at any pressure (one pass)
+        anywhere = need / self._min_fraction if self._min_fraction > 0 else math.inf
+        easy = [b for b in candidates if anywhere <= b.context_length]
+        if len(easy) == len(candidates):
+            return easy
         fits = [b for b in candidates if need <= b.context_length]
         roomy = [b for b in fits
                  if need <= b.context_length * self._min_fraction  # fits at any pressure

@@ -17,9 +17,14 @@ class HealthFilter:
         self._breaker = breaker
 
     def filter(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[Backend]:
-        """A subset of ``candidates``, order kept. A closed breaker allows (one call per
-        backend, the common case); any other state asks ``allow`` (half-open probes)."""
+        """A subset of ``candidates``, order kept. Only backends the breaker has flagged
+        (opened or held since last closed) are asked ``state``/``allow``; the rest are
+        closed — the common case costs one set lookup per backend."""
+        flagged = self._breaker.flagged
+        if not flagged:
+            return list(candidates)
         state, allow, now = self._breaker.state, self._breaker.allow, ctx.now
         closed = BreakerState.CLOSED
-        allowed = [b for b in candidates if state(b.id, now) is closed or allow(b.id, now)]
+        allowed = [b for b in candidates if b.id not in flagged
+                   or state(b.id, now) is closed or allow(b.id, now)]
         return allowed or list(candidates)

@@ -42,6 +42,21 @@ def present(candidates: Sequence[Backend],
     return out
 
 
+def memo_column(ctx: AnchorContext, name: str, candidates: Sequence[Backend],
+                compute: Callable[[AnchorContext, Sequence[Backend]], list[float]]
+                ) -> list[float]:
+    """``compute(ctx, candidates)``, computed once per decision: kept in ``ctx.columns``
+    under ``name`` for this very ``candidates`` sequence (identity; the memo holds it, so
+    its id cannot be reused while the entry lives). Callers must not mutate the result."""
+    key = (name, id(candidates))
+    hit = ctx.columns.get(key)
+    if hit is not None and hit[0] is candidates:
+        return hit[1]
+    column = compute(ctx, candidates)
+    ctx.columns[key] = (candidates, column)
+    return column
+
+
 def as_map(candidates: Sequence[Backend], column: list[float]) -> dict[str, float]:
     """``{backend_id: value}`` of a column, NaN (missing) left out."""
     return {b.id: x for b, x in zip(candidates, column) if not math.isnan(x)}
@@ -51,6 +66,9 @@ class ColumnScorer:
     """Base for scorers that compute ``column``; ``score`` is the column as a map."""
 
     name = "column"
+    bounded = False
+    """True when every value is NaN or inside [0, 1] by construction (the profile then
+    checks a column for NaN only, not its range)."""
 
     def column(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
         """One value per candidate, in order; NaN where the signal is missing."""

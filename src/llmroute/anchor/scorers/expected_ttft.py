@@ -33,22 +33,38 @@ class ExpectedTtftScorer(ColumnScorer):
     model at all the column is missing."""
 
     name = "expected-ttft"
+    bounded = True
 
     def column(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
         """See the class docstring; NaN where missing."""
         get, prompt = ctx.snapshot.stats.get, max(ctx.request.prompt_tokens, 1)
         stats = [get(b.id) for b in candidates]
-        rates = [None if s is None else s.prefill_ms_per_token for s in stats]
-        known = [r for r in rates if r is not None]
-        if not known:
-            return [NAN] * len(rates)
-        fastest = min(known)
-        # expected_ttft_ms inlined: a call per backend costs ~40 % more at 100 backends
-        times = [(s.prefill_overhead_ms or 0.0) + (s.prefill_tokens + prompt) * r
-                 if r is not None else _unknown(s, prompt) * fastest
-                 for s, r in zip(stats, rates)]
+        if not stats:
+            return []
+        try:  # the common case: every candidate has a fitted model (one pass)
+            # expected_ttft_ms inlined: a call per backend costs ~40 % more at 100 backends
+            times = [(s.prefill_overhead_ms or 0.0)
+                     + (s.prefill_tokens + prompt) * s.prefill_ms_per_token for s in stats]
+        except (AttributeError, TypeError):  # no stats (None) or no model (rate None)
+            partial = _with_unknowns(stats, prompt)
+            if partial is None:
+                return [NAN] * len(stats)
+            times = partial
         best = max(min(times), 1e-3)
         return [best / t if t > best else 1.0 for t in times]
+
+
+def _with_unknowns(stats: list[BackendStats | None], prompt: int) -> list[float] | None:
+    """Predicted TTFTs (ms) when some backend has no model: those are predicted at the
+    fastest known rate with no overhead (``_unknown``); None when no backend has a model."""
+    rates = [None if s is None else s.prefill_ms_per_token for s in stats]
+    known = [r for r in rates if r is not None]
+    if not known:
+        return None
+    fastest = min(known)
+    return [(s.prefill_overhead_ms or 0.0) + (s.prefill_tokens + prompt) * r
+            if r is not None else _unknown(s, prompt) * fastest
+            for s, r in zip(stats, rates)]
 
 
 def _unknown(s: BackendStats | None, prompt_tokens: int) -> int:

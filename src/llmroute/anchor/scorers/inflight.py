@@ -14,6 +14,7 @@ class InFlightScorer(ColumnScorer):
     Always present: the router's own counter is never stale."""
 
     name = "in-flight"
+    bounded = True
 
     def column(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
         """See the class docstring."""

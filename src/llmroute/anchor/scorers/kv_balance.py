@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llmroute.anchor.protocol import AnchorContext
-from llmroute.anchor.scorers.base import NAN, ColumnScorer
+from llmroute.anchor.scorers.base import ColumnScorer
 from llmroute.anchor.scorers.kv_cache import KvCacheScorer
 from llmroute.types import Backend
 
@@ -21,16 +21,19 @@ class KvBalanceScorer(ColumnScorer):
     ``1 − kv_free`` and the mean is over the candidates that report it; missing otherwise."""
 
     name = "kv-balance"
+    bounded = True
 
     def __init__(self) -> None:
         self._free = KvCacheScorer()
 
     def column(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
         """See the class docstring; NaN where the KV signal is missing."""
-        free = self._free.column(ctx, candidates)
+        free = self._free.column(ctx, candidates)  # the kv-cache column, once per decision
         known = [f for f in free if f == f]  # NaN != NaN
         if not known:
-            return free
-        # 0.5 + (mean usage - usage) / (2 BAND) = 0.5 + (free - mean free) * HALF_SLOPE
+            return list(free)
+        # 0.5 + (mean usage - usage) / (2 BAND) = 0.5 + (free - mean free) * HALF_SLOPE;
+        # a NaN (missing) fails both comparisons and stays NaN
         offset = 0.5 - HALF_SLOPE * sum(known) / len(known)
-        return [min(max(HALF_SLOPE * f + offset, 0.0), 1.0) if f == f else NAN for f in free]
+        return [0.0 if (v := HALF_SLOPE * f + offset) < 0.0 else 1.0 if v > 1.0 else v
+                for f in free]

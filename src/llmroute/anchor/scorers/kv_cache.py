@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llmroute.anchor.protocol import AnchorContext
-from llmroute.anchor.scorers.base import NAN, ColumnScorer
+from llmroute.anchor.scorers.base import NAN, ColumnScorer, memo_column
 from llmroute.anchor.sources.signals import EngineSignals
 from llmroute.types import Backend
 
@@ -29,10 +29,15 @@ class KvCacheScorer(ColumnScorer):
     name = "kv-cache"
 
     def column(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
-        """See the class docstring; NaN where missing."""
-        get = ctx.snapshot.engines.get
-        return [1.0 - u if (e := get(b.id)) is not None and (u := e.kv_cache_usage) is not None
-                else _nan_if_none(kv_free(e)) for b in candidates]
+        """See the class docstring; NaN where missing. Computed once per decision
+        (``memo_column``): ``kv-balance`` reads the same column. Do not mutate it."""
+        return memo_column(ctx, self.name, candidates, _free_column)
+
+
+def _free_column(ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
+    get = ctx.snapshot.engines.get
+    return [1.0 - u if (e := get(b.id)) is not None and (u := e.kv_cache_usage) is not None
+            else _nan_if_none(kv_free(e)) for b in candidates]
 
 
 def _nan_if_none(x: float | None) -> float:
