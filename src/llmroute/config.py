@@ -224,8 +224,9 @@ class GateConfig(_Strict):
     ``utterances``: intent → extra example prompts (a new intent name adds an intent).
     ``second_opinion_below``: fast-stage confidence (0–1) under which the encoder is asked;
     ``composite_margin``: top-two probability gap (0–1) under which the verdict is composite;
-    ``cache_size`` entries kept ``cache_ttl_s`` seconds; ``max_wait_ms``/``max_batch``: the
-    encoder's micro-batching window (ms) and batch size; ``encoder``: false skips MiniLM."""
+    ``cache_size`` entries kept ``cache_ttl_s`` seconds; ``max_wait_ms``/``max_batch``: how long
+    an idle encoder waits for company (ms; 0: starts at once, requests that arrive while a
+    batch runs still share the next) and the batch size; ``encoder``: false skips MiniLM."""
 
     kind: Literal["semantic", "rules", "off"] = "semantic"
     rules: dict[str, list[str]] = {}
@@ -234,7 +235,7 @@ class GateConfig(_Strict):
     composite_margin: float = Field(0.15, ge=0, le=1)
     cache_size: int = Field(4096, ge=0)
     cache_ttl_s: float = Field(300.0, gt=0)
-    max_wait_ms: float = Field(1.0, ge=0)
+    max_wait_ms: float = Field(0.0, ge=0)
     max_batch: int = Field(32, ge=1, le=256)
     encoder: bool = True
 
