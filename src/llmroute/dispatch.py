@@ -255,6 +255,8 @@ def degrade(rt: Runtime, plan: RoutePlan, candidates: list[Candidate]
     """``candidates`` under the plan pool's degradation tier (``fuse/degrade.py``); None
     for the canned answer. Raises NoBackendAvailable (503 with Retry-After) when shedding."""
     config = rt.config.fuse.degradation.get(plan.pool)
+    if config is None:  # a pool without tiers is never degraded: no health to compute
+        return candidates
     ids = [b.id for b in rt.backends.values() if b.pool == plan.pool]
     return tiered(candidates, plan.pool, pool_health(rt.breaker, ids, rt.clock()), config)
 

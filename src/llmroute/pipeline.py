@@ -34,18 +34,19 @@ class Decision:
     candidates: list[Candidate]
 
 
-def decide(rt: Runtime, request: ChatRequest, intent: Intent | None = None) -> Decision:
-    """Gate (unless ``intent`` is given), strategy and anchor for ``request``. Raises
-    ModelNotFound or ContextLengthExceeded."""
+def decide(rt: Runtime, request: ChatRequest, intent: Intent | None = None, *,
+           explain: bool = True) -> Decision:
+    """Gate (unless ``intent`` is given), strategy and anchor for ``request``; ``explain``:
+    see ``rank``. Raises ModelNotFound or ContextLengthExceeded."""
     intent = intent if intent is not None else rt.gate.classify(request)
     plan = rt.strategy.plan(request, intent)
-    candidates = rank(rt, request, intent, plan)
+    candidates = rank(rt, request, intent, plan, explain=explain)
     return Decision(intent, plan, candidates)
 
 
 async def route(rt: Runtime, request: ChatRequest) -> Routed:
     """Serve ``request``: decide, dispatch with failover, and describe the route in headers."""
-    d = decide(rt, request, await rt.gate.classify_async(request))
+    d = decide(rt, request, await rt.gate.classify_async(request), explain=False)
     if request.stream:
         backend, stream = await dispatch.open_stream(rt, request, d.plan, d.candidates)
         return Routed(route_headers(request, d, backend), stream=stream)
@@ -53,7 +54,8 @@ async def route(rt: Runtime, request: ChatRequest) -> Routed:
     return Routed(route_headers(request, d, backend), body=body)
 
 
-def rank(rt: Runtime, request: ChatRequest, intent: Intent, plan: RoutePlan) -> list[Candidate]:
+def rank(rt: Runtime, request: ChatRequest, intent: Intent, plan: RoutePlan, *,
+         explain: bool = True) -> list[Candidate]:
     """The plan's primaries in the plan's pool, ranked by the profile (its pool filter keeps
     ``plan.pool``), then the rest: primaries from other pools and the plan's fallbacks.
 
@@ -62,17 +64,19 @@ def rank(rt: Runtime, request: ChatRequest, intent: Intent, plan: RoutePlan) -> 
     larger context; so when every primary has the same context, the ranked primaries stop
     at ``max_attempts`` (the picker still orders them all). The rest is scored only when the
     primaries cannot fill the budget; otherwise it is only filtered, in the plan's order
-    (reached after a context refusal, or by the degradation tier). Raises
+    (reached after a context refusal, or by the degradation tier). ``explain=False`` (the
+    request path) leaves a lone surviving backend unscored (``Profile.rank``). Raises
     ContextLengthExceeded when nothing fits."""
     now = rt.clock()
     snapshot = rt.stats.snapshot(now)
     ctx = AnchorContext(request, intent, snapshot, now, frozenset((plan.pool,)))
     named = [rt.backends[b] for b in plan.backend_ids]
     uniform = len({b.context_length for b in named}) == 1
-    primary = rt.profile.rank(ctx, named, limit=plan.max_attempts if uniform else None)
+    primary = rt.profile.rank(ctx, named, limit=plan.max_attempts if uniform else None,
+                              explain=explain)
     rest = [b for b in named if b.pool != plan.pool] + [rt.backends[b] for b in plan.fallback_ids]
     fallback = _fallback(rt, AnchorContext(request, intent, snapshot, now), rest,
-                         plan.max_attempts - len(primary))
+                         plan.max_attempts - len(primary), explain)
     if primary or fallback:
         return primary + fallback
     longest = max(rt.backends[b].context_length for b in plan.backend_ids + plan.fallback_ids)
@@ -82,14 +86,14 @@ def rank(rt: Runtime, request: ChatRequest, intent: Intent, plan: RoutePlan) -> 
         param="messages" if request.endpoint == "chat" else "prompt")
 
 
-def _fallback(rt: Runtime, ctx: AnchorContext, backends: list[Backend], attempts_left: int
-              ) -> list[Candidate]:
+def _fallback(rt: Runtime, ctx: AnchorContext, backends: list[Backend], attempts_left: int,
+              explain: bool) -> list[Candidate]:
     """``backends`` ranked when the primaries leave attempts unused, else only filtered
     (given order, score 0)."""
     if not backends:
         return []
     if attempts_left > 0:
-        return rt.profile.rank(ctx, backends)
+        return rt.profile.rank(ctx, backends, explain=explain)
     return [Candidate(b, 0.0) for b in rt.profile.survivors(ctx, backends)]
 
 

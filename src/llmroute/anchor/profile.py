@@ -77,12 +77,16 @@ class Profile:
                                                    for s, _ in active))
 
     def rank(self, ctx: AnchorContext, backends: Sequence[Backend],
-             limit: int | None = None) -> list[Candidate]:
+             limit: int | None = None, *, explain: bool = True) -> list[Candidate]:
         """Candidates in the picker's order (empty when every backend is filtered out); with
-        ``limit``, only the first ``limit`` of that order (the picker still orders all)."""
+        ``limit``, only the first ``limit`` of that order (the picker still orders all).
+        ``explain=False`` (the request path): a lone survivor is not scored — there is
+        nothing to choose — and comes back with score NaN and no per-scorer scores."""
         survivors = self.survivors(ctx, backends)
-        if not survivors:
+        if not survivors or (limit is not None and limit <= 0):
             return []
+        if not explain and len(survivors) == 1:
+            return [_candidate(survivors[0], math.nan, {})]
         ids, cols, totals = self._evaluate(ctx, survivors)
         order = self.picker.pick(totals)
         if limit is not None:

@@ -115,3 +115,13 @@ def test_a_memoised_column_is_computed_once_per_decision_and_per_candidate_list(
     memo_column(ctx, "kv", cands[:2], compute)  # another list: computed for it
     memo_column(context(), "kv", cands, compute)  # a new decision: computed again
     assert calls == [4, 2, 4]
+
+
+def test_a_lone_survivor_is_scored_only_when_explaining():
+    profile = Profile((), ((FixedColumn("s", {"a": 0.4, "b": 0.2}), 1.0),), ArgmaxPicker())
+    explained = profile.rank(context(), backends("a"))
+    assert explained[0].score == pytest.approx(0.4) and explained[0].scores == {"s": 0.4}
+    (lone,) = profile.rank(context(), backends("a"), explain=False)
+    assert lone.backend.id == "a" and math.isnan(lone.score) and lone.scores == {}
+    two = profile.rank(context(), backends("a", "b"), explain=False)  # a choice: scored
+    assert [c.backend.id for c in two] == ["a", "b"] and two[0].scores == {"s": 0.4}

@@ -20,7 +20,7 @@ backend's TTFT model (``anchor/sources/prefill.py``) that the ``expected-ttft`` 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 
 from llmroute.anchor.sources.prefill import PrefillFit
 from llmroute.anchor.sources.signals import EngineSignals
@@ -50,6 +50,19 @@ class PrefillTicket:
     tokens: int
     ahead: int
     at: float
+
+
+_FIELDS = tuple(f.name for f in fields(BackendStats))
+_new, _set = object.__new__, object.__setattr__
+
+
+def _evolve(s: BackendStats, **changes: object) -> BackendStats:
+    """``dataclasses.replace(s, **changes)`` without re-running ``__init__``'s per-field
+    machinery: about half the cost, and every request makes three or four of these."""
+    out = _new(BackendStats)
+    for name in _FIELDS:
+        _set(out, name, changes[name] if name in changes else getattr(s, name))
+    return out
 
 
 def _ewma(old: float | None, sample: float, alpha: float = EWMA_ALPHA) -> float:
@@ -99,7 +112,7 @@ class RouterStats:
     def started(self, backend_id: str, now: float) -> None:
         """A request was sent to ``backend_id``."""
         s = self._stats[backend_id]
-        self._stats[backend_id] = replace(s, in_flight=s.in_flight + 1, taken_at=now)
+        self._stats[backend_id] = _evolve(s, in_flight=s.in_flight + 1, taken_at=now)
 
     def finished(self, backend_id: str, now: float, *, ok: bool,
                  latency_ms: float | None = None, ttft_ms: float | None = None,
@@ -110,7 +123,7 @@ class RouterStats:
         s = self._stats[backend_id]
         window = self._slide(backend_id, now, _sample(now, ok, latency_ms, ttft_ms,
                                                       output_tokens))
-        self._stats[backend_id] = replace(
+        self._stats[backend_id] = _evolve(
             s, in_flight=max(s.in_flight - 1, 0), taken_at=now,
             error_rate=_ewma(s.error_rate, 0.0 if ok else 1.0),
             latency_ms=_ewma(s.latency_ms, latency_ms) if ok and latency_ms is not None
@@ -126,7 +139,7 @@ class RouterStats:
         if s is None:
             return None
         tokens = max(tokens, 1)
-        self._stats[backend_id] = replace(s, prefill_tokens=s.prefill_tokens + tokens)
+        self._stats[backend_id] = _evolve(s, prefill_tokens=s.prefill_tokens + tokens)
         return PrefillTicket(backend_id, tokens, s.prefill_tokens + tokens, now)
 
     def prefill_ended(self, ticket: PrefillTicket | None, now: float, *,
@@ -141,7 +154,7 @@ class RouterStats:
             fit.add(ticket.ahead, (now - ticket.at) * 1000.0)
         model = fit.model()
         overhead, per_token = model if model is not None else (None, None)
-        self._stats[ticket.backend_id] = replace(
+        self._stats[ticket.backend_id] = _evolve(
             s, prefill_tokens=max(s.prefill_tokens - ticket.tokens, 0),
             prefill_overhead_ms=overhead, prefill_ms_per_token=per_token)
 
