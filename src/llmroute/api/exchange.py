@@ -1,9 +1,9 @@
 """The two OpenAI POST endpoints as plain ASGI apps: read, validate, route, answer.
 
 They speak ASGI directly instead of going through Starlette's request/response wrappers:
-one watcher task per request listens for the client's ``http.disconnect`` and cancels the
-request's task (which closes the upstream request), and answers are sent as two ASGI
-messages. ``bench/overhead.py`` measured the wrappers (an anyio task group per stream, a
+a watcher task, started 50 ms into a request (``WATCH_AFTER_S``; quicker answers need
+none), listens for the client's ``http.disconnect`` and cancels the request's task (which
+closes the upstream request), and answers are sent as two ASGI messages. ``bench/overhead.py`` measured the wrappers (an anyio task group per stream, a
 second task and an ``asyncio.wait`` per request, a ``Response`` object) as a large share of
 the router's own CPU per request.
 
@@ -80,12 +80,20 @@ class Exchange:
                     raise
 
 
+WATCH_AFTER_S = 0.05
+"""Seconds into a request before its disconnect watcher starts: a request answered sooner
+(a short non-streamed answer) costs no watcher task at all, and a client that leaves is
+noticed at most this much later — nothing next to a generation's seconds."""
+
+
 @contextlib.asynccontextmanager
 async def _cancel_on_disconnect(receive: Receive) -> AsyncIterator[asyncio.Event]:
     """While the block runs, a client disconnect cancels the current task; the yielded
-    event is set when that happened (the block then swallows the cancellation)."""
+    event is set when that happened (the block then swallows the cancellation). The watcher
+    task starts ``WATCH_AFTER_S`` into the block."""
     task, gone = asyncio.current_task(), asyncio.Event()
     assert task is not None
+    watcher: asyncio.Task[None] | None = None
 
     async def watch() -> None:
         while (await receive())["type"] != "http.disconnect":
@@ -93,11 +101,17 @@ async def _cancel_on_disconnect(receive: Receive) -> AsyncIterator[asyncio.Event
         gone.set()
         task.cancel()
 
-    watcher = asyncio.create_task(watch())
+    def start() -> None:
+        nonlocal watcher
+        watcher = asyncio.create_task(watch())
+
+    later = asyncio.get_running_loop().call_later(WATCH_AFTER_S, start)
     try:
         yield gone
     finally:
-        watcher.cancel()
+        later.cancel()
+        if watcher is not None:
+            watcher.cancel()
         if gone.is_set():
             task.uncancel()
 
