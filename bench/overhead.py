@@ -157,8 +157,9 @@ def measure(servers: dict[str, _procs.Server], quick: bool, console: Console) ->
             res = segment(servers[name], load, stream, quick)
             cell = cells.setdefault((name, load, stream), {"latencies_ms": [], "errors": 0,
                                                            "chunks": 0, "cpu_s": 0.0,
+                                                           "served": 0, "chunks_all": 0,
                                                            "duration_s": 0.0})
-            for key in ("errors", "chunks", "cpu_s", "duration_s"):
+            for key in ("errors", "chunks", "cpu_s", "duration_s", "served", "chunks_all"):
                 cell[key] += res[key]
             cell["latencies_ms"] += res["latencies_ms"]
             bar.update(task, advance=1, description=f"{name} {load[0]}:{load[1]} "

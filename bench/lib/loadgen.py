@@ -42,7 +42,8 @@ def _bodies(model: str, stream: bool) -> Iterator[bytes]:
 
 async def _one(session: aiohttp.ClientSession, url: str, body: bytes, stream: bool,
                out: dict) -> None:
-    """One request; records its latency (ms) or an error while ``out["recording"]``."""
+    """One request; records its latency (ms) or an error while ``out["recording"]``, and
+    counts it in ``out["served"]`` in either phase (the proxy's CPU covers both)."""
     start = time.perf_counter()
     try:
         async with session.post(url, data=body, headers=out["headers"]) as resp:
@@ -54,6 +55,7 @@ async def _one(session: aiohttp.ClientSession, url: str, body: bytes, stream: bo
             ok = resp.status == 200
     except aiohttp.ClientError:
         ok = False
+    out["served"] += 1
     if out["recording"]:
         if ok:
             out["latencies_ms"].append((time.perf_counter() - start) * 1000)
@@ -82,7 +84,7 @@ async def _open(spec: dict, session: aiohttp.ClientSession, bodies: Iterator[byt
 
 async def run(spec: dict) -> dict:
     """Drive the load described by ``spec``; returns the measurements."""
-    out = {"latencies_ms": [], "errors": 0, "chunks": 0, "recording": False,
+    out = {"latencies_ms": [], "errors": 0, "chunks": 0, "recording": False, "served": 0,
            "headers": {"content-type": "application/json",
                        "authorization": f"Bearer {spec.get('key', 'none')}"}}
     bodies = _bodies(spec.get("model", "bench"), spec["stream"])
@@ -91,10 +93,11 @@ async def run(spec: dict) -> dict:
     async with aiohttp.ClientSession(connector=connector) as session:
         warm_until = time.perf_counter() + spec["warmup_s"]
         await drive(spec, session, bodies, out, warm_until)
-        out["recording"], out["chunks"] = True, 0
+        out["recording"], out["chunks_all"], out["chunks"] = True, out["chunks"], 0
         start = time.perf_counter()
         await drive(spec, session, bodies, out, start + spec["duration_s"])
         out["duration_s"] = time.perf_counter() - start
+        out["chunks_all"] += out["chunks"]
     del out["recording"], out["headers"]
     return out
 

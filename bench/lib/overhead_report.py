@@ -29,8 +29,10 @@ def summarise(cells: dict) -> dict:
         rows[(name, load, stream)] = {
             **{f"p{p}": pct(lat, p) for p in PCTS},
             "rps": n / c["duration_s"] if c["duration_s"] else 0.0,
-            "cpu_ms_per_req": c["cpu_s"] / n * 1000 if n else float("nan"),
-            "cpu_us_per_chunk": c["cpu_s"] / c["chunks"] * 1e6 if c["chunks"] else float("nan"),
+            # the proxy's CPU covers the warm-up too, so divide by everything it served
+            "cpu_ms_per_req": c["cpu_s"] / c["served"] * 1000 if c["served"] else float("nan"),
+            "cpu_us_per_chunk": (c["cpu_s"] / c["chunks_all"] * 1e6 if c["chunks_all"]
+                                 else float("nan")),
             "errors": c["errors"], "n": n}
     for (name, load, stream), r in rows.items():
         base = rows[("direct", load, stream)]

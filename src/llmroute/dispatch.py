@@ -51,39 +51,38 @@ class Attempt:
         """Count a request as in flight on ``backend`` (a half-open breaker's probe), its
         ``prompt_tokens`` as pending prefill there until its first token."""
         now = rt.clock()
-        rt.stats.started(backend.id, now)
         rt.breaker.begin(backend.id, now)
-        return cls(rt, backend, now, ticket=rt.stats.prefill_started(backend.id,
-                                                                      prompt_tokens, now))
+        return cls(rt, backend, now, ticket=rt.stats.sent(backend.id, prompt_tokens, now))
 
     def first_token(self) -> None:
         """The first token arrived: the prompt is no longer pending, and the time since
         ``begin`` (the TTFT) teaches the backend's TTFT model."""
-        self._prefilled(first_token=True)
-
-    def _prefilled(self, first_token: bool) -> None:
         if self.ticket is not None:
-            self.rt.stats.prefill_ended(self.ticket, self.rt.clock(), first_token=first_token)
+            self.rt.stats.prefill_ended(self.ticket, self.rt.clock(), first_token=True)
             self.ticket = None
+
+    def _take_ticket(self) -> PrefillTicket | None:
+        """The pending-prefill ticket, handed to ``finished`` (which ends it) only once."""
+        ticket, self.ticket = self.ticket, None
+        return ticket
 
     def succeed(self, ttft_s: float | None = None, output_tokens: int | None = None) -> None:
         """The request completed; records end-to-end latency (and TTFT for streams) and the
         output tokens (``output_tokens``, else the streamed chunks counted in the field)."""
-        self._prefilled(first_token=False)
         now = self.rt.clock()
         ttft_ms = None if ttft_s is None else ttft_s * 1000
         self.rt.stats.finished(self.backend.id, now, ok=True,
                                latency_ms=(now - self.started) * 1000, ttft_ms=ttft_ms,
-                               output_tokens=output_tokens or self.output_tokens or None)
+                               output_tokens=output_tokens or self.output_tokens or None,
+                               ticket=self._take_ticket())
         self.rt.breaker.record(self.backend.id, Outcome.SUCCESS, now)
 
     def fail(self, err: BaseException | None, *, to_breaker: bool = True) -> None:
         """The request failed (``err``) or was abandoned (None: client gone, or handed off
         by the entropy trigger). A retryable failure counts against the breaker unless
         ``to_breaker`` is False (see ``blame_later``)."""
-        self._prefilled(first_token=False)
         now = self.rt.clock()
-        self.rt.stats.finished(self.backend.id, now, ok=err is None)
+        self.rt.stats.finished(self.backend.id, now, ok=err is None, ticket=self._take_ticket())
         if to_breaker and isinstance(err, BackendError) and err.retryable:
             self.blame()
         else:

@@ -53,8 +53,8 @@ def test_fit_ignores_unusable_samples_and_forgets_old_ones():
 
 def test_tickets_count_pending_prompt_tokens_and_teach_the_model():
     s = RouterStats.for_backends(["a", "b"])
-    first = s.prefill_started("a", 1000, now=0.0)
-    second = s.prefill_started("a", 3000, now=0.0)
+    first = s.sent("a", 1000, now=0.0)
+    second = s.sent("a", 3000, now=0.0)
     assert s.snapshot(0.0).stats["a"].prefill_tokens == 4000
     assert second.ahead == 4000
     s.prefill_ended(first, 0.5, first_token=True)   # 1000 tokens ahead in 500 ms
@@ -67,7 +67,7 @@ def test_tickets_count_pending_prompt_tokens_and_teach_the_model():
 
 def test_tickets_for_unknown_backends_are_ignored():
     s = RouterStats.for_backends(["a"])
-    ticket = s.prefill_started("canned", 10, 0.0)
+    ticket = s.sent("canned", 10, 0.0)
     assert ticket is None
     s.prefill_ended(ticket, 1.0, first_token=True)
     assert s.snapshot(1.0).stats["a"].prefill_tokens == 0
@@ -115,3 +115,12 @@ def test_expected_ttft_scores_are_fractions_and_the_soonest_scores_one(rows, pro
     assert set(scored) == set(ids)
     assert all(0.0 < v <= 1.0 for v in scored.values())
     assert max(scored.values()) == 1.0
+
+
+def test_finishing_with_a_pending_ticket_ends_its_prefill_in_the_same_update():
+    s = RouterStats.for_backends(["a"])
+    ticket = s.sent("a", 700, 0.0)
+    assert s.snapshot(0.0).stats["a"].in_flight == 1
+    s.finished("a", 1.0, ok=True, latency_ms=1000.0, ticket=ticket)
+    a = s.snapshot(1.0).stats["a"]
+    assert (a.in_flight, a.prefill_tokens, a.prefill_ms_per_token) == (0, 0, None)

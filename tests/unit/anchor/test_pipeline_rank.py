@@ -29,7 +29,7 @@ async def ranked(max_attempts: int, plan: RoutePlan, busy: tuple[str, ...] = ())
     async with aiohttp.ClientSession() as session:
         rt = wire(cfg, make_backends(cfg, {}), session)
         for bid in busy:
-            rt.stats.started(bid, 0.0)
+            rt.stats.sent(bid, 1, 0.0)
         return pipeline.rank(rt, request(), Intent("chat", 1.0), plan)
 
 
@@ -105,5 +105,5 @@ async def test_primaries_stop_at_the_attempt_budget_only_when_contexts_are_equal
     async with aiohttp.ClientSession() as session:
         rt = wire(cfg, make_backends(cfg, {}), session)
         for bid in ("a", "b", "b"):
-            rt.stats.started(bid, 0.0)
+            rt.stats.sent(bid, 1, 0.0)
         assert _ids(pipeline.rank(rt, request(), Intent("chat", 1.0), plan)) == expected

@@ -19,8 +19,8 @@ def test_nearest_rank(values, q, expected):
 
 def test_in_flight_and_ewma_still_work():
     s = RouterStats.for_backends(["a"])
-    s.started("a", 0.0)
-    s.started("a", 0.0)
+    s.sent("a", 1, 0.0)
+    s.sent("a", 1, 0.0)
     assert s.snapshot(0.0).stats["a"].in_flight == 2
     s.finished("a", 1.0, ok=True, latency_ms=100.0, ttft_ms=10.0)
     s.finished("a", 1.0, ok=True, latency_ms=200.0, ttft_ms=20.0)
@@ -33,10 +33,10 @@ def test_in_flight_and_ewma_still_work():
 def test_window_p95_baseline_error_rate_and_tps():
     s = RouterStats.for_backends(["a"])
     for i in range(1, 21):  # TTFT 10..200 ms, e2e = TTFT + 1000 ms, 50 tokens each
-        s.started("a", float(i))
+        s.sent("a", 1, float(i))
         s.finished("a", float(i), ok=True, latency_ms=10.0 * i + 1000, ttft_ms=10.0 * i,
                    output_tokens=50)
-    s.started("a", 21.0)
+    s.sent("a", 1, 21.0)
     s.finished("a", 21.0, ok=False)
     a = s.snapshot(21.0).stats["a"]
     assert a.ttft_p95_ms == 190.0
@@ -69,7 +69,7 @@ def test_snapshot_attaches_fresh_engine_signals():
 def test_window_invariants(events):
     s = RouterStats.for_backends(["a"])
     for i, (ok, lat, ttft, tokens) in enumerate(events):
-        s.started("a", float(i))
+        s.sent("a", 1, float(i))
         s.finished("a", float(i), ok=ok, latency_ms=lat + ttft, ttft_ms=ttft,
                    output_tokens=tokens)
     a = s.snapshot(float(len(events))).stats["a"]

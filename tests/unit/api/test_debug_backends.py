@@ -26,7 +26,7 @@ async def test_debug_backends_shows_signals_ages_scores_and_breakers():
         rt.signals.record_ok("v1", signals(now - 0.5, waiting=4, kv_cache_usage=0.5), now)
         rt.signals.record_ok("v2", signals(now - 10, waiting=0, kv_cache_usage=0.1), now)
         rt.breaker.record("o1", Outcome.FAILURE, now)
-        rt.stats.started("v1", now)
+        rt.stats.sent("v1", 1, now)
         body = (await client.get("/debug/backends")).json()
     rows = {r["id"]: r for r in body["backends"]}
     assert set(body["weights"]) == set(dict(presets()["default"].weights))
