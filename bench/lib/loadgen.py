@@ -1,8 +1,9 @@
 """Load generator for overhead benchmarks, run as its own process (pinned to its own core).
 
 ``python bench/lib/loadgen.py SPEC_JSON`` prints one JSON line: ``latencies_ms`` (one per
-completed request, end of answer for streams), ``errors``, ``chunks`` (SSE events received)
-and ``duration_s``. SPEC keys: ``url``, ``model``, ``stream``, ``mode`` (``closed``: ``clients``
+completed request, end of answer for streams), ``gate_ms`` (the gate's time each answer's
+``server-timing`` header reported, when it had one), ``errors``, ``chunks`` (SSE events
+received), ``duration_s``, and ``served``/``chunks_all`` (warm-up included). SPEC keys: ``url``, ``model``, ``stream``, ``mode`` (``closed``: ``clients``
 back-to-back; ``open``: ``rate`` requests/s at fixed intervals), ``duration_s``, ``warmup_s``.
 """
 
@@ -12,11 +13,15 @@ import asyncio
 import itertools
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator
 
 import aiohttp
+
+_GATE_MS = re.compile(r"\bgate;dur=([0-9.]+)")
+"""The gate's time (ms) in llmroute's ``server-timing`` header (``pipeline.server_timing``)."""
 
 
 def new_nonce() -> str:
@@ -53,12 +58,15 @@ async def _one(session: aiohttp.ClientSession, url: str, body: bytes, stream: bo
             else:
                 await resp.read()
             ok = resp.status == 200
+            gate = _GATE_MS.search(resp.headers.get("server-timing", ""))
     except aiohttp.ClientError:
-        ok = False
+        ok, gate = False, None
     out["served"] += 1
     if out["recording"]:
         if ok:
             out["latencies_ms"].append((time.perf_counter() - start) * 1000)
+            if gate:
+                out["gate_ms"].append(float(gate.group(1)))
         else:
             out["errors"] += 1
 
@@ -84,7 +92,8 @@ async def _open(spec: dict, session: aiohttp.ClientSession, bodies: Iterator[byt
 
 async def run(spec: dict) -> dict:
     """Drive the load described by ``spec``; returns the measurements."""
-    out = {"latencies_ms": [], "errors": 0, "chunks": 0, "recording": False, "served": 0,
+    out = {"latencies_ms": [], "gate_ms": [], "errors": 0, "chunks": 0, "recording": False,
+           "served": 0,
            "headers": {"content-type": "application/json",
                        "authorization": f"Bearer {spec.get('key', 'none')}"}}
     bodies = _bodies(spec.get("model", "bench"), spec["stream"])

@@ -5,6 +5,7 @@ The layers never call each other; every step gets what it needs as arguments.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -45,13 +46,24 @@ def decide(rt: Runtime, request: ChatRequest, intent: Intent | None = None, *,
 
 
 async def route(rt: Runtime, request: ChatRequest) -> Routed:
-    """Serve ``request``: decide, dispatch with failover, and describe the route in headers."""
-    d = decide(rt, request, await rt.gate.classify_async(request), explain=False)
+    """Serve ``request``: decide, dispatch with failover, and describe the route in headers
+    (``route_headers``, plus ``server-timing`` with the gate's time)."""
+    started = time.perf_counter()
+    intent = await rt.gate.classify_async(request)
+    timing = server_timing((time.perf_counter() - started) * 1000.0)
+    d = decide(rt, request, intent, explain=False)
     if request.stream:
         backend, stream = await dispatch.open_stream(rt, request, d.plan, d.candidates)
-        return Routed(route_headers(request, d, backend), stream=stream)
+        return Routed(route_headers(request, d, backend) | timing, stream=stream)
     backend, body = await dispatch.complete(rt, request, d.plan, d.candidates)
-    return Routed(route_headers(request, d, backend), body=body)
+    return Routed(route_headers(request, d, backend) | timing, body=body)
+
+
+def server_timing(gate_ms: float) -> dict[str, str]:
+    """The W3C Server-Timing header (https://www.w3.org/TR/server-timing/) with the gate's
+    classification time, e.g. ``server-timing: gate;dur=3.214`` (ms): browsers' developer
+    tools show it, and ``bench/overhead.py`` reads the gate's own time from it."""
+    return {"server-timing": f"gate;dur={gate_ms:.3f}"}
 
 
 def rank(rt: Runtime, request: ChatRequest, intent: Intent, plan: RoutePlan, *,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import httpx
 import pytest
@@ -44,6 +45,7 @@ async def test_non_streamed_chat_passes_fields_through_and_sets_headers():
     assert r.headers["x-llmroute-backend"] == "a"
     assert r.headers["x-llmroute-pool"] == "general"
     assert r.headers["x-llmroute-intent"]
+    assert re.fullmatch(r"gate;dur=\d+\.\d{3}", r.headers["server-timing"])
     sent = up.requests[0]
     assert sent["model"] == "served-x"
     assert sent["my_engine_flag"] == {"k": 1} and sent["stop"] == ["\n"]
@@ -69,6 +71,7 @@ async def test_streamed_chat_relays_every_chunk_then_done():
         async with open_router(cfg) as (_, client):
             r = await client.post(CHAT, json=chat(stream=True))
     assert r.headers["content-type"].startswith("text/event-stream")
+    assert re.fullmatch(r"gate;dur=\d+\.\d{3}", r.headers["server-timing"])
     data = sse_data(r.text)
     assert data[-1] == "[DONE]"
     text = "".join(json.loads(d)["choices"][0]["delta"].get("content") or ""
