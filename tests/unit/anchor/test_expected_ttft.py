@@ -124,3 +124,11 @@ def test_finishing_with_a_pending_ticket_ends_its_prefill_in_the_same_update():
     s.finished("a", 1.0, ok=True, latency_ms=1000.0, ticket=ticket)
     a = s.snapshot(1.0).stats["a"]
     assert (a.in_flight, a.prefill_tokens, a.prefill_ms_per_token) == (0, 0, None)
+
+
+def test_a_ticket_of_another_backend_still_ends_when_passed_to_finished():
+    s = RouterStats.for_backends(["a", "b"])
+    ticket = s.sent("b", 300, 0.0)
+    s.sent("a", 1, 0.0)
+    s.finished("a", 1.0, ok=True, ticket=ticket)
+    assert s.snapshot(1.0).stats["b"].prefill_tokens == 0

@@ -136,11 +136,14 @@ class RouterStats:
         first token (streams only), ``output_tokens`` generated (when known). Failures
         update only the error rates. A ``ticket`` still pending ends here too, without a
         first token (``prefill_ended(ticket, now, first_token=False)``, in the same update)."""
+        if ticket is not None and ticket.backend_id != backend_id:  # not this backend's
+            self.prefill_ended(ticket, now, first_token=False)
+            ticket = None
         s = self._stats[backend_id]
         window = self._slide(backend_id, now, _sample(now, ok, latency_ms, ttft_ms,
                                                       output_tokens))
-        prefill = (self._prefill_end(s, ticket, now, first_token=False)
-                   if ticket is not None and ticket.backend_id == backend_id else {})
+        prefill = ({} if ticket is None
+                   else self._prefill_end(s, ticket, now, first_token=False))
         self._stats[backend_id] = _evolve(
             s, in_flight=max(s.in_flight - 1, 0), taken_at=now,
             error_rate=_ewma(s.error_rate, 0.0 if ok else 1.0),
