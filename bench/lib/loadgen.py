@@ -3,8 +3,9 @@
 ``python bench/lib/loadgen.py SPEC_JSON`` prints one JSON line: ``latencies_ms`` (one per
 completed request, end of answer for streams), ``gate_ms`` (the gate's time each answer's
 ``server-timing`` header reported, when it had one), ``errors``, ``chunks`` (SSE events
-received), ``duration_s``, and ``served``/``chunks_all`` (warm-up included). SPEC keys: ``url``, ``model``, ``stream``, ``mode`` (``closed``: ``clients``
-back-to-back; ``open``: ``rate`` requests/s at fixed intervals), ``duration_s``, ``warmup_s``.
+received), ``duration_s``, and ``served``/``chunks_all`` (warm-up included). SPEC keys:
+``url``, ``model``, ``stream``, ``mode`` (``closed``: ``clients`` back-to-back; ``open``:
+``rate`` requests/s at fixed intervals), ``duration_s``, ``warmup_s``.
 """
 
 from __future__ import annotations
@@ -92,8 +93,8 @@ async def _open(spec: dict, session: aiohttp.ClientSession, bodies: Iterator[byt
 
 async def run(spec: dict) -> dict:
     """Drive the load described by ``spec``; returns the measurements."""
-    out = {"latencies_ms": [], "gate_ms": [], "errors": 0, "chunks": 0, "recording": False,
-           "served": 0,
+    out = {"latencies_ms": [], "gate_ms": [], "errors": 0, "chunks": 0, "served": 0,
+           "recording": False,
            "headers": {"content-type": "application/json",
                        "authorization": f"Bearer {spec.get('key', 'none')}"}}
     bodies = _bodies(spec.get("model", "bench"), spec["stream"])

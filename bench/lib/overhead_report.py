@@ -85,7 +85,9 @@ def plot(rows: dict, out: Path) -> Path:
 
 
 def key_figures(rows: dict, gate_p50_ms: dict[str, float]) -> dict:
-    """The RESULT figures and their targets' inputs."""
+    """The RESULT figures and their targets' inputs; ``gate_p50_ms``: the gate's own p50
+    (ms) as the router reported it (``router``) and alone in-process (``paced``,
+    ``back_to_back``)."""
     one, sixteen = ("closed", 1), ("closed", 16)
     lr, ll, pt = "llmroute", "litellm", "passthrough"
     added = rows[(lr, one, False)]["added_p50"]

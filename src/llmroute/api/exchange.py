@@ -3,9 +3,10 @@
 They speak ASGI directly instead of going through Starlette's request/response wrappers:
 a watcher task, started 50 ms into a request (``WATCH_AFTER_S``; quicker answers need
 none), listens for the client's ``http.disconnect`` and cancels the request's task (which
-closes the upstream request), and answers are sent as two ASGI messages. ``bench/overhead.py`` measured the wrappers (an anyio task group per stream, a
-second task and an ``asyncio.wait`` per request, a ``Response`` object) as a large share of
-the router's own CPU per request.
+closes the upstream request), and answers are sent as two ASGI messages.
+``bench/overhead.py`` measured the wrappers (an anyio task group per stream, a second task
+and an ``asyncio.wait`` per request, a ``Response`` object) as a large share of the
+router's own CPU per request.
 
 Errors before the answer starts are sent in OpenAI shape by the same handlers Starlette
 uses (``api/errors.py``); an error after a stream has started is logged and re-raised, so
