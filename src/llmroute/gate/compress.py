@@ -11,6 +11,10 @@ Seed design (docs/gate.md §compression):
 - fenced code blocks (```` ``` ````) are **not** encoded whole: each becomes one marker
   ``⟦code LANG N lines⟧`` and counts toward ``code_blocks``/``code_lines``;
 - tool schemas are a feature (``has_tools``, ``tool_names``), never encoded;
+  ``tool_match``: a word of at least ``TOOL_WORD_MIN`` letters from a tool's name (split at
+  ``_``, ``.``, ``-`` and camelCase) starts a word of the latest turn, compared on its first
+  ``TOOL_STEM`` letters (``calculate_integral`` matches "the integral of …", ``integrate``
+  matches "integration") — the request asks for what a supplied tool does;
 - ``pasted``: the latest turn carries pasted material the request is *about* rather than
   conversation with the assistant: a transcript (at least ``TRANSCRIPT_LINES`` lines shaped
   ``Speaker: text``) or more than ``PASTED_CHARS`` characters;
@@ -49,18 +53,22 @@ MAX_TOOL_NAMES = 8
 TRANSCRIPT_LINES = 3
 PASTED_CHARS = 1500
 DOC_LINE_CHARS = 400
+TOOL_WORD_MIN = 4
+TOOL_STEM = 5
 _CHOICES = re.compile(r"\b(?:options|choices|categories|labels)[^\S\n]*[:：]|(?:选项|类别|标签)[^\S\n]*[:：]",
                       re.IGNORECASE)
 _SPEAKER = re.compile(r"^[^\S\n]*[^\s:：][^\n:：]{0,23}[:：][^\S\n]*\S", re.MULTILINE)
 _FENCE = re.compile(r"```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _CJK = re.compile(f"[{CJK_CHARS}]")
 _LATIN_WORD = re.compile(r"[A-Za-z]{3,}")
+_NAME_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 
 
 @dataclass(frozen=True, slots=True)
 class Compressed:
     """The compressed request: ``text`` (≤ ~1 kB, what the models read), ``latest`` (the
     latest user turn, compressed; what the encoder reads), code-block counts, tool facts,
+    ``tool_match`` (a tool's name words appear in the latest turn),
     ``turns`` (user turns), ``cjk`` (fraction 0–1 of letters that are CJK), ``mixed``
     (both CJK and Latin words present), ``chars`` (user characters before compression) and
     ``pasted`` (the latest turn carries a transcript or a long document), ``document``
@@ -74,6 +82,7 @@ class Compressed:
     code_langs: tuple[str, ...] = ()
     has_tools: bool = False
     tool_names: tuple[str, ...] = ()
+    tool_match: bool = False
     turns: int = 1
     cjk: float = 0.0
     mixed: bool = False
@@ -172,10 +181,22 @@ def compress(request: ChatRequest) -> Compressed:
     pasted = is_pasted(raw[-1])
     return Compressed(text=text, latest=latest, code_blocks=blocks, code_lines=lines,
                       code_langs=langs, has_tools=bool(request.has_tools or names),
-                      tool_names=names, turns=max(request.turns, len(turns), 1), cjk=cjk,
+                      tool_names=names, tool_match=tool_match(names, latest), turns=max(request.turns, len(turns), 1), cjk=cjk,
                       mixed=mixed, chars=sum(len(t) for t in raw), pasted=pasted,
                       document=pasted or is_document(raw[-1]),
                       choices=_CHOICES.search(latest) is not None)
+
+
+def tool_match(names: Sequence[str], latest: str) -> bool:
+    """True when a word (≥ ``TOOL_WORD_MIN`` letters) of one of the tool ``names`` starts a
+    word of ``latest`` (the compressed latest turn), compared on its first ``TOOL_STEM``
+    letters, case-insensitively. False without tools."""
+    stems = {w[:TOOL_STEM].lower() for name in names for w in _NAME_PARTS.findall(name)
+             if len(w) >= TOOL_WORD_MIN}
+    if not stems:
+        return False
+    words = {w[:TOOL_STEM].lower() for w in _LATIN_WORD.findall(latest)}
+    return not stems.isdisjoint(words)
 
 
 def is_pasted(turn: str) -> bool:

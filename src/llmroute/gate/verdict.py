@@ -4,9 +4,19 @@ overrides, and the verdict's confidence, runners-up, entropy, conflict and compo
 - **first stage**: ``log p ∝ log p_ngram + RULES_WEIGHT · log p_rules + boosts``, where
   ``p_rules`` is the rules classifier's softmax over its keyword/structure scores (strong on
   templated and long prompts, where the n-gram head, fitted on short utterances, is weak)
-  and the structure terms are: tools in the request → ``tool_call`` +3; fenced code →
+  and the structure terms are: tools in the request → ``tool_call`` +3, and +2 more when
+  a tool's name words appear in the latest turn (``Compressed.tool_match``: the request asks
+  for what a supplied tool does, e.g. "find the integral of …" next to
+  ``calculate_integral``; a maths word problem otherwise outweighs the +3); fenced code →
   ``code`` +1; ≥ 2 user turns → ``chat`` +1 (``chat`` is the multi-turn intent; strong
-  maths/reasoning/code evidence in the latest turn still wins); pasted material in a
+  maths/reasoning/code evidence in the latest turn still wins), and in such a follow-up
+  without a supplied text (not ``Compressed.document``) the intents that act on given
+  material or a stand-alone question — ``FOLLOW_UP_TASKS``: open_qa, summarization,
+  extraction, classification, translation, creative_writing, brainstorming — each −3
+  (docs/intents.md: a follow-up that is not itself a maths problem, a puzzle or a code
+  change is chat, including "summarise your answer", "make it a haiku" and a factual
+  follow-up; −3 makes that definition nearly hard while a request with a new pasted text
+  keeps its task); pasted material in a
   single-turn request (a transcript or a long document, ``Compressed.pasted``) → ``chat``
   −2, and the rules' ``chat`` keyword evidence is dropped back to its prior (a pasted
   script is material for a task, not conversation with the assistant; its greetings and
@@ -44,9 +54,13 @@ from llmroute.gate.rules import DEFAULT_PRIOR
 from llmroute.types import Intent
 
 TOOLS_BOOST = 3.0
+TOOL_MATCH_BOOST = 2.0
 FENCE_BOOST = 1.0
 MULTI_TURN_BOOST = 1.0
 MULTI_TURN_MIN = 2
+FOLLOW_UP_PENALTY = -3.0
+FOLLOW_UP_TASKS = ("open_qa", "summarization", "extraction", "classification", "translation",
+                   "creative_writing", "brainstorming")
 PASTED_CHAT_PENALTY = -2.0
 PASTED_REASONING_PENALTY = -1.0
 DOCUMENT_OPEN_QA_PENALTY = -1.5
@@ -62,13 +76,16 @@ def structure_terms(c: Compressed) -> list[tuple[str, float]]:
     """The ``(intent, log-scale term)`` pairs that apply to ``c`` (module docstring)."""
     single = c.turns == 1
     terms = (("tool_call", c.has_tools, TOOLS_BOOST),
+             ("tool_call", c.tool_match, TOOL_MATCH_BOOST),
              ("code", c.code_blocks > 0, FENCE_BOOST),
              ("chat", c.turns >= MULTI_TURN_MIN, MULTI_TURN_BOOST),
              ("chat", c.pasted and single, PASTED_CHAT_PENALTY),
              ("reasoning", c.pasted and single, PASTED_REASONING_PENALTY),
              ("open_qa", c.document and single, DOCUMENT_OPEN_QA_PENALTY),
              ("classification", c.choices, CHOICES_BOOST))
-    return [(label, value) for label, on, value in terms if on]
+    follow_up = c.turns >= MULTI_TURN_MIN and not c.document
+    return [*((label, value) for label, on, value in terms if on),
+            *((label, FOLLOW_UP_PENALTY) for label in FOLLOW_UP_TASKS if follow_up)]
 
 
 def rules_log_proba(rules_scores: Mapping[str, float], classes: Sequence[str],

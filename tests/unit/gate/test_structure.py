@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from llmroute.gate.compress import compress, compress_text, prompt_request
+from llmroute.gate.compress import compress, compress_text, prompt_request, tool_match
 from llmroute.gate.examples import read_labelled, shipped_utterances
 from llmroute.gate.intents import INTENTS
 from llmroute.gate.rules import RulesClassifier
 from llmroute.gate.semantic import SemanticGate
-from llmroute.gate.verdict import first_stage
+from llmroute.gate.verdict import first_stage, structure_terms
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 UTTERANCES = (Path(__file__).resolve().parents[3] / "src" / "llmroute" / "gate" / "data"
@@ -79,6 +79,43 @@ def test_a_supplied_passage_makes_a_question_less_open_qa() -> None:
     question = "Who rebuilt the mill, and when?"
     separate = stage(f"{PASSAGE}\n\n{question}")
     assert separate["open_qa"] < stage(f"{PASSAGE} {question}")["open_qa"]
+
+
+def test_a_follow_up_without_a_document_favours_chat_over_task_intents() -> None:
+    turns = [{"role": "user", "content": "How do heat pumps work?"},
+             {"role": "assistant", "content": "They move heat instead of making it."},
+             {"role": "user", "content": "Summarize that in two bullet points."}]
+    follow_up, alone = stage(messages=turns), stage(turns[-1]["content"])
+    assert follow_up["summarization"] < alone["summarization"]
+    assert follow_up["chat"] > alone["chat"]
+    pasted = [*turns[:2], {"role": "user", "content": f"Summarize this:\n{DIALOGUE}"}]
+    penalised = {label for label, value in structure_terms(compress(prompt_request("", pasted)))
+                 if value < 0}
+    assert "summarization" not in penalised
+
+
+@pytest.mark.parametrize(("names", "text", "match"), [
+    (("calculate_integral",), "Find the integral of x^2 from 0 to 1", True),
+    (("integrate",), "Use integration to get the area", True),
+    (("getWeatherForecast",), "Will it rain in Oslo tomorrow? I need the forecast", True),
+    (("CalculateTax",), "Find the integral of x^2", False),
+    (("send_email",), "How are you?", False),
+    ((), "Find the integral of x^2", False),
+], ids=["snake", "stem", "camel", "other-tool", "unrelated", "no-tools"])
+def test_tool_names_that_appear_in_the_request_are_noted(
+        names: tuple[str, ...], text: str, match: bool) -> None:
+    assert tool_match(names, text) is match
+
+
+def test_a_matching_tool_favours_tool_call_more_than_tools_alone() -> None:
+    def p_tool(name: str) -> float:
+        tools = [{"type": "function", "function": {"name": name, "parameters": {}}}]
+        request = prompt_request("Find the integral of x^2 from 0 to 1", None, tools)
+        c = compress(request)
+        scores = RulesClassifier().scores(request, c.text)
+        p = first_stage(np.full(len(INTENTS), 1 / len(INTENTS)), scores, INTENTS, c)
+        return float(p[INTENTS.index("tool_call")])
+    assert p_tool("calculate_integral") > p_tool("send_email")
 
 
 def test_a_label_set_favours_classification() -> None:
