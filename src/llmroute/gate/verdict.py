@@ -23,9 +23,12 @@ overrides, and the verdict's confidence, runners-up, entropy, conflict and compo
   thanks are the speakers', not the user's), and ``reasoning`` −1 (its "why"s and
   "because"s are the material's; a puzzle or argument to work through is stated, not
   pasted); a supplied text to work on
-  (``Compressed.document``) in a single-turn request → ``open_qa`` −1.5 (open_qa is a
+  (``Compressed.document``) in a single-turn request → ``open_qa`` −3 (open_qa is a
   knowledge question without a given text; a question about a given passage is extraction,
-  summarization or classification); a label set offered in the prompt
+  summarization or classification: docs/intents.md. Like the follow-up term, −3 makes that
+  definition nearly hard — the n-gram head, which reads "answer the question" in both, needs
+  to lean 20:1 to open_qa to keep it; −1.5 let a reading question whose wording matched
+  knowledge questions stay open_qa); a label set offered in the prompt
   (``Compressed.choices``: ``Options:``, ``Categories:``, 选项：…) → ``classification`` +1.5. The heads see few prompts with
   tools or many turns, so these are stated rather than learnt; the values were chosen on
   out-of-fold predictions over the utterances, never on a benchmark set.
@@ -63,7 +66,7 @@ FOLLOW_UP_TASKS = ("open_qa", "summarization", "extraction", "classification", "
                    "creative_writing", "brainstorming")
 PASTED_CHAT_PENALTY = -2.0
 PASTED_REASONING_PENALTY = -1.0
-DOCUMENT_OPEN_QA_PENALTY = -1.5
+DOCUMENT_OPEN_QA_PENALTY = -3.0
 CHOICES_BOOST = 1.5
 ENCODER_WEIGHT = 0.5
 ENCODER_MIN_WEIGHT = 0.1

@@ -81,6 +81,15 @@ def test_a_supplied_passage_makes_a_question_less_open_qa() -> None:
     assert separate["open_qa"] < stage(f"{PASSAGE} {question}")["open_qa"]
 
 
+def test_a_question_on_a_supplied_passage_is_extraction_even_if_worded_like_open_qa() -> None:
+    request = prompt_request(f"{PASSAGE}\n\nAnswer the question: when was the mill rebuilt?")
+    c = compress(request)
+    p_fast = np.full(len(INTENTS), 0.01)
+    p_fast[INTENTS.index("open_qa")], p_fast[INTENTS.index("extraction")] = 0.5, 0.1
+    p = dict(zip(INTENTS, first_stage(p_fast / p_fast.sum(), {}, INTENTS, c), strict=True))
+    assert c.document and p["extraction"] > p["open_qa"]
+
+
 def test_a_follow_up_without_a_document_favours_chat_over_task_intents() -> None:
     turns = [{"role": "user", "content": "How do heat pumps work?"},
              {"role": "assistant", "content": "They move heat instead of making it."},
