@@ -42,6 +42,7 @@ from schedule_load import (
     TRACE,
     LoadPlan,
     Outcome,
+    Poll,
     TraceRow,
     fleet_process,
     load_process,
@@ -86,7 +87,7 @@ class Run:
 
     policy: str
     outcomes: list[Outcome]
-    polls: list[tuple[float, list[float]]]
+    polls: list[Poll]
     time_scale: float
     deadline_s: float
 
@@ -111,12 +112,17 @@ class Run:
 
     def kv_spread(self) -> float:
         """Time-averaged population standard deviation of KV usage across engines (0–1)."""
-        return statistics.fmean(statistics.pstdev(kv) for _, kv in self.polls)
+        return statistics.fmean(statistics.pstdev(p.kv) for p in self.polls)
 
     def kv_means(self) -> list[float]:
         """Each engine's time-averaged KV-cache usage (0–1)."""
-        return [statistics.fmean(kv[i] for _, kv in self.polls)
-                for i in range(len(self.polls[0][1]))]
+        return [statistics.fmean(p.kv[i] for p in self.polls)
+                for i in range(len(self.polls[0].kv))]
+
+    def load(self, i: int) -> tuple[float, int]:
+        """Engine ``i``'s time-averaged running requests and its most waiting at one poll."""
+        return (statistics.fmean(p.running[i] for p in self.polls),
+                max(p.waiting[i] for p in self.polls))
 
 
 def pct(values: list[float], q: float) -> float:
@@ -212,15 +218,17 @@ def table(runs: list[Run]) -> str:
 def per_engine(runs: list[Run], plan: Plan) -> str:
     """Per engine and policy: requests served, their P95 TTFT (model s) and the engine's
     time-averaged KV-cache usage; then P95 TTFT by prompt size."""
-    lines = [f"{'engine':<20}" + "".join(f"{r.policy:>26}" for r in runs)]
+    lines = [f"{'engine':<20}" + "".join(f"{r.policy:>43}" for r in runs)]
     for i, s in enumerate(plan.specs):
         cells = []
         for r in runs:
             mine = [o for o in r.outcomes if o.backend == f"gpu-{i}"]
             p95 = pct(sorted(o.ttft_s / r.time_scale for o in mine if o.ttft_s), .95)
-            cells.append(f"{len(mine):>4} req {p95:>6.2f} s {r.kv_means()[i]:>5.1%} KV")
+            run, wait = r.load(i)
+            cells.append(f"{len(mine):>4} req {p95:>6.2f} s {r.kv_means()[i]:>5.1%} KV"
+                         f" {run:>5.1f} run {wait:>3} wait")
         lines.append(f"{f'gpu-{i} {s.profile}/{s.model_size}':<20}" + "".join(
-            f"{c:>26}" for c in cells))
+            f"{c:>43}" for c in cells))
     for lo, hi in ((0, 2000), (2000, 4000), (4000, 10**9)):
         cells = []
         for r in runs:
@@ -228,7 +236,7 @@ def per_engine(runs: list[Run], plan: Plan) -> str:
                     and lo <= plan.schedule[o.index][1] < hi]
             cells.append(f"{len(ttft):>4} req {pct(sorted(ttft), .95):>6.2f} s p95")
         label = f"prompt {lo // 1000}k-{hi // 1000}k" if hi < 10**9 else f"prompt ≥{lo // 1000}k"
-        lines.append(f"{label:<20}" + "".join(f"{c:>26}" for c in cells))
+        lines.append(f"{label:<20}" + "".join(f"{c:>43}" for c in cells))
     return "\n".join(lines)
 
 

@@ -91,6 +91,17 @@ class Outcome:
 
 
 @dataclass(frozen=True, slots=True)
+class Poll:
+    """One read of every engine's ``/metrics``: wall offset ``t`` (s) and, per engine, KV-cache
+    usage (fraction 0–1), running and waiting requests."""
+
+    t: float
+    kv: list[float]
+    running: list[int]
+    waiting: list[int]
+
+
+@dataclass(frozen=True, slots=True)
 class LoadPlan:
     """What the load generator sends: ``schedule`` rows ``(wall offset s, prompt tokens,
     max tokens)`` to ``router``; ``deadline_s`` wall seconds to the first token; the run
@@ -104,18 +115,18 @@ class LoadPlan:
 
 
 def load_process(plan: LoadPlan, conn: Any) -> None:
-    """Child process: replay ``plan`` as streamed chats and send ``(outcomes, kv_polls)``
-    through ``conn``; ``kv_polls`` are ``(wall offset s, [KV fraction per engine])``."""
+    """Child process: replay ``plan`` as streamed chats and send ``(outcomes, polls)``
+    through ``conn`` (``polls``: a ``Poll`` every ``poll_s``)."""
     conn.send(asyncio.run(_load(plan)))
 
 
-async def _load(plan: LoadPlan) -> tuple[list[Outcome], list[tuple[float, list[float]]]]:
+async def _load(plan: LoadPlan) -> tuple[list[Outcome], list[Poll]]:
     # One connection per request: reusing keep-alive connections races with the server
     # closing idle ones, which would show up as client errors that no policy caused.
     connector = aiohttp.TCPConnector(limit=0, force_close=True)
     async with aiohttp.ClientSession(connector=connector) as session:
         start = time.monotonic()
-        polls: list[tuple[float, list[float]]] = []
+        polls: list[Poll] = []
         poller = asyncio.create_task(_poll(session, plan, start, polls))
         progress = [_Progress() for _ in plan.schedule]
         tasks = [asyncio.create_task(_send_at(session, plan, i, row, start, progress[i]))
@@ -195,13 +206,15 @@ def _failed(index: int, progress: _Progress, why: str) -> Outcome:
 
 
 async def _poll(session: aiohttp.ClientSession, plan: LoadPlan, start: float,
-                polls: list[tuple[float, list[float]]]) -> None:
+                polls: list[Poll]) -> None:
     while True:
         texts = await asyncio.gather(*(_get(session, e + "/metrics") for e in plan.engines))
         now = time.monotonic()
-        kv = [parse_vllm_metrics(t, now).kv_cache_usage if t else None for t in texts]
-        if all(k is not None for k in kv):
-            polls.append((now - start, [float(k) for k in kv if k is not None]))
+        signals = [parse_vllm_metrics(t, now) if t else None for t in texts]
+        if all(s is not None and s.kv_cache_usage is not None for s in signals):
+            polls.append(Poll(now - start, [float(s.kv_cache_usage) for s in signals],
+                              [s.running or 0 for s in signals],
+                              [s.waiting or 0 for s in signals]))
         await asyncio.sleep(plan.poll_s)
 
 

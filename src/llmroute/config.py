@@ -195,7 +195,10 @@ class AnchorConfig(_Strict):
     (in units of total score), the signal collector's period, per-poll timeout and the age
     after which a signal is stale (seconds), and the KV-pressure rule of the context-fit
     filter: above ``kv_pressure_threshold`` (fraction 0–1) the usable context shrinks
-    linearly to ``kv_pressure_min_fraction`` of the window at a full cache."""
+    linearly to ``kv_pressure_min_fraction`` of the window at a full cache. ``ttft_headroom``
+    turns the TTFT-headroom filter on or off (None: as the preset has it — on in
+    ``default``): it keeps backends predicted within ``ttft_headroom_factor`` × the soonest
+    predicted TTFT or ``ttft_headroom_ms`` ms of it (``anchor/filters/ttft_headroom.py``)."""
 
     preset: Literal["default", "round-robin", "least-in-flight", "seed-000", "seed-001"] = \
         "default"
@@ -207,6 +210,9 @@ class AnchorConfig(_Strict):
     stale_after_s: float = Field(2.0, gt=0)
     kv_pressure_threshold: float = Field(0.8, ge=0, lt=1)
     kv_pressure_min_fraction: float = Field(0.5, gt=0, le=1)
+    ttft_headroom: bool | None = None
+    ttft_headroom_factor: float = Field(2.0, ge=1)
+    ttft_headroom_ms: float = Field(500.0, ge=0)
 
 
 class RoutingConfig(_Strict):

@@ -22,7 +22,9 @@
   + 0.1 health``.
 
 Every preset runs the same filters, in order: pool membership, context fit (with the
-KV-pressure rule), capability, breaker health.
+KV-pressure rule), capability, breaker health; ``default`` then drops backends predicted
+to answer much later than the soonest (``ttft-headroom``; ``anchor.ttft_headroom`` turns it
+on or off for any preset).
 """
 
 from __future__ import annotations
@@ -36,21 +38,28 @@ from llmroute.config import AnchorConfig
 from llmroute.errors import ConfigError
 
 FILTERS = ("pool", "context-fit", "capability", "health")
+HEADROOM = "ttft-headroom"
 
 
 @dataclass(frozen=True)
 class Preset:
-    """``weights`` as ``((scorer type name, weight), …)`` and a ``picker`` type name."""
+    """``weights`` as ``((scorer type name, weight), …)``, a ``picker`` type name and
+    whether the ``ttft-headroom`` filter runs after ``FILTERS``."""
 
     weights: tuple[tuple[str, float], ...]
     picker: str = "argmax"
+    headroom: bool = False
+
+    def filters(self) -> tuple[str, ...]:
+        """Filter type names, in order."""
+        return (*FILTERS, HEADROOM) if self.headroom else FILTERS
 
 
 def presets() -> dict[str, Preset]:
     """Every built-in preset by name."""
     return {
-        "default": Preset((("expected-ttft", 0.25), ("kv-cache", 0.6), ("kv-balance", 0.15),
-                           ("queue-depth", 0.15), ("in-flight", 0.15))),
+        "default": Preset((("expected-ttft", 0.1), ("kv-cache", 0.6), ("kv-balance", 0.45),
+                           ("queue-depth", 0.15), ("in-flight", 0.15)), headroom=True),
         "round-robin": Preset((), "round-robin"),
         "least-in-flight": Preset((("in-flight", 1.0),)),
         "seed-000": Preset((("free-vram", 0.4), ("gpu-util", 0.3), ("latency", 0.2),
@@ -62,15 +71,16 @@ def presets() -> dict[str, Preset]:
 
 def resolve(cfg: AnchorConfig) -> Preset:
     """The preset named by ``cfg.preset`` with ``cfg.scorers`` merged over its weights
-    (0 removes a scorer) and ``cfg.picker`` replacing its picker. Raises ConfigError for
-    an unknown preset."""
+    (0 removes a scorer), ``cfg.picker`` replacing its picker and ``cfg.ttft_headroom`` (when
+    set) its headroom filter. Raises ConfigError for an unknown preset."""
     table = presets()
     if cfg.preset not in table:
         raise ConfigError(f"anchor.preset: unknown preset {cfg.preset!r} "
                           f"(known: {', '.join(table)})")
     base = table[cfg.preset]
     weights = _merge(dict(base.weights), cfg.scorers)
-    return Preset(tuple(weights.items()), cfg.picker or base.picker)
+    headroom = base.headroom if cfg.ttft_headroom is None else cfg.ttft_headroom
+    return Preset(tuple(weights.items()), cfg.picker or base.picker, headroom)
 
 
 def _merge(weights: dict[str, float], override: Mapping[str, float]) -> dict[str, float]:
@@ -82,6 +92,6 @@ def build_profile(cfg: AnchorConfig, registry: Registry, deps: Deps) -> Profile:
     """The Profile for ``cfg``; raises ConfigError naming an unknown scorer or picker."""
     preset = resolve(cfg)
     return Profile(
-        filters=tuple(registry.filter(name, deps) for name in FILTERS),
+        filters=tuple(registry.filter(name, deps) for name in preset.filters()),
         scorers=tuple((registry.scorer(name, deps), w) for name, w in preset.weights),
         picker=registry.picker(preset.picker, deps))

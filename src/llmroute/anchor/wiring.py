@@ -23,12 +23,14 @@ from llmroute.types import Backend
 
 
 def anchor_deps(config: Config, breaker: CircuitBreaker) -> Deps:
-    """Plugin dependencies from ``config`` (pool declarations, softmax temperature, KV rule)."""
+    """Plugin dependencies from ``config`` (pool declarations, softmax temperature, KV rule,
+    TTFT headroom)."""
     pools = {name: PoolFit(p.strengths, p.max_complexity) for name, p in config.pools.items()}
     a = config.anchor
     return Deps(breaker=breaker, pools=pools, temperature=a.softmax_temperature,
                 kv_threshold=a.kv_pressure_threshold,
-                kv_min_fraction=a.kv_pressure_min_fraction)
+                kv_min_fraction=a.kv_pressure_min_fraction,
+                ttft_factor=a.ttft_headroom_factor, ttft_slack_ms=a.ttft_headroom_ms)
 
 
 def signal_sources(config: Config, backends: dict[str, Backend],

@@ -7,7 +7,9 @@ Names and buckets follow a real vLLM 0.20 scrape (``engine-metrics/vllm-v1-0.20.
 ``vllm:generation_tokens_total``, ``vllm:request_success_total{finished_reason}``, and the
 histograms ``vllm:time_to_first_token_seconds``, ``vllm:inter_token_latency_seconds`` and
 ``vllm:e2e_request_latency_seconds`` — all in model seconds (the emulated hardware's time,
-not wall time). Every sample carries ``engine="0"`` and ``model_name``.
+not wall time); the info gauge ``vllm:cache_config_info`` carries the cache's
+``num_gpu_blocks`` and ``block_size``. Every sample carries ``engine="0"`` and, except that
+info gauge (as in vLLM), ``model_name``.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ class _SchedulerGauges(Collector):
         self._labels = labels
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        """Running and waiting requests, KV-cache usage (fraction 0–1), as of now."""
+        """Running and waiting requests, KV-cache usage (fraction 0–1), as of now; the
+        cache's configuration."""
         for name, doc, value in (
             ("vllm:num_requests_running", "Number of requests in model execution batches.",
              len(self._s.running)),
@@ -49,6 +52,19 @@ class _SchedulerGauges(Collector):
             family = GaugeMetricFamily(name, doc, labels=list(self._labels))
             family.add_metric(list(self._labels.values()), float(value))
             yield family
+        yield self._cache_config()
+
+    def _cache_config(self) -> GaugeMetricFamily:
+        """vLLM's info gauge ``vllm:cache_config_info`` (value 1) with the KV cache's
+        ``num_gpu_blocks`` and ``block_size`` as labels, as a real vLLM engine exports it."""
+        config = self._s.config
+        labels = {"block_size": str(config.block_size), "engine": self._labels["engine"],
+                  "num_gpu_blocks": str(config.total_blocks)}  # no model_name, as in vLLM
+        family = GaugeMetricFamily("vllm:cache_config_info",
+                                   "Information of the LLMEngine CacheConfig",
+                                   labels=list(labels))
+        family.add_metric(list(labels.values()), 1.0)
+        return family
 
 
 class EngineMetrics:

@@ -1,5 +1,5 @@
 """The TTFT model (weighted least squares over first tokens), the router's prefill tickets
-and the expected-ttft scorer built on them."""
+and the expected-ttft scorer and ttft-headroom filter built on them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,12 @@ from fakes.anchor_ctx import backends, context, request
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmroute.anchor.scorers.expected_ttft import ExpectedTtftScorer, expected_ttft_ms
+from llmroute.anchor.filters.ttft_headroom import TtftHeadroomFilter
+from llmroute.anchor.scorers.expected_ttft import (
+    ExpectedTtftScorer,
+    expected_ttft_ms,
+    predicted_ttfts,
+)
 from llmroute.anchor.sources.prefill import MIN_SAMPLES, PrefillFit
 from llmroute.anchor.sources.router import RouterStats
 from llmroute.types import BackendStats
@@ -132,3 +137,63 @@ def test_a_ticket_of_another_backend_still_ends_when_passed_to_finished():
     s.sent("a", 1, 0.0)
     s.finished("a", 1.0, ok=True, ticket=ticket)
     assert s.snapshot(1.0).stats["b"].prefill_tokens == 0
+
+
+def _headroom(stats: dict[str, BackendStats], prompt: int, ids: list[str],
+              **kw: float) -> list[str]:
+    ctx = context(stats, req=request(prompt_tokens=prompt))
+    return [b.id for b in TtftHeadroomFilter(**kw).filter(ctx, backends(*ids))]
+
+
+def test_headroom_drops_backends_predicted_far_behind_the_soonest():
+    # fast: 100 + 1000·0.1 = 200 ms; mid: 0 + 1000·0.6 = 600 ms; slow: 100 + 60000·0.1 = 6100 ms
+    stats = {"fast": _stats("fast", 0, 0.1, 100.0), "mid": _stats("mid", 0, 0.6),
+             "slow": _stats("slow", 59000, 0.1, 100.0)}
+    ids = ["slow", "mid", "fast"]
+    # limit = max(2 × 200, 200 + 500) = 700 ms: mid stays, slow goes (order kept)
+    assert _headroom(stats, 1000, ids) == ["mid", "fast"]
+    # limit = max(2 × 200, 200 + 0) = 400 ms: only the soonest
+    assert _headroom(stats, 1000, ids, slack_ms=0.0) == ["fast"]
+    # limit = max(40 × 200, 200) = 8000 ms: everyone
+    assert _headroom(stats, 1000, ids, factor=40.0, slack_ms=0.0) == ids
+
+
+def test_headroom_keeps_everything_without_models_and_keeps_unlearnt_backends():
+    ids = ["a", "b", "c"]
+    assert _headroom({}, 1000, ids, slack_ms=0.0) == ids  # nobody has a model yet
+    # c has no model: predicted optimistically at a's rate (1000 · 0.1 = 100 ms) so it
+    # stays and gets learnt; b (10000 ms) goes
+    stats = {"a": _stats("a", 0, 0.1), "b": _stats("b", 0, 10.0)}
+    assert _headroom(stats, 1000, ids, slack_ms=0.0) == ["a", "c"]
+
+
+def test_headroom_hands_the_same_list_and_predictions_to_the_scorer_when_all_pass():
+    stats = {"a": _stats("a", 0, 0.1), "b": _stats("b", 0, 0.15)}
+    ctx = context(stats, req=request(prompt_tokens=1000))
+    candidates = backends("a", "b")
+    kept = TtftHeadroomFilter().filter(ctx, candidates)
+    assert kept is candidates
+    assert predicted_ttfts(ctx, kept) is predicted_ttfts(ctx, candidates)  # memoised
+    assert predicted_ttfts(ctx, kept) == [pytest.approx(100.0), pytest.approx(150.0)]
+
+
+@given(st.lists(st.tuples(st.integers(0, 10**5), st.none() | st.floats(1e-4, 10.0),
+                          st.floats(0.0, 1e4)), min_size=1, max_size=8),
+       st.integers(1, 10**5), st.floats(1.0, 10.0), st.floats(0.0, 5000.0))
+def test_headroom_never_drops_the_soonest_nor_keeps_one_past_the_limit(rows, prompt, factor,
+                                                                      slack):
+    ids = [f"b{i}" for i in range(len(rows))]
+    stats = {bid: _stats(bid, q, r, o) for bid, (q, r, o) in zip(ids, rows)}
+    ctx = context(stats, req=request(prompt_tokens=prompt))
+    candidates = backends(*ids)
+    kept = [b.id for b in TtftHeadroomFilter(factor, slack).filter(ctx, candidates)]
+    times = dict(zip(ids, predicted_ttfts(ctx, candidates)))
+    if all(r is None for _, r, _ in rows):
+        assert kept == ids
+        return
+    best = min(times.values())
+    assert kept and [i for i in ids if i in kept] == kept
+    assert min(times, key=times.get) in kept
+    limit = max(factor * best, best + slack)
+    assert all(times[i] <= limit for i in kept)
+    assert all(times[i] > limit for i in ids if i not in kept)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmroute.anchor.presets import FILTERS, build_profile, presets, resolve
+from llmroute.anchor.presets import FILTERS, HEADROOM, build_profile, presets, resolve
 from llmroute.anchor.registry import Deps, register_builtins
 from llmroute.config import AnchorConfig
 from llmroute.errors import ConfigError
@@ -18,7 +18,7 @@ def test_builtins_are_registered_by_kebab_case_name():
     reg = register_builtins()
     assert set(reg.scorers) == SCORERS
     assert set(reg.pickers) == {"argmax", "p2c", "softmax", "round-robin"}
-    assert set(reg.filters) == set(FILTERS)
+    assert set(reg.filters) == {*FILTERS, HEADROOM}
     for name in SCORERS:
         assert reg.scorer(name, Deps()).name == name
 
@@ -61,4 +61,16 @@ def test_unknown_scorer_in_config_is_a_config_error():
 @pytest.mark.parametrize("name", list(presets()), ids=list(presets()))
 def test_every_preset_builds(name):
     profile = build_profile(AnchorConfig(preset=name), register_builtins(), Deps())
-    assert len(profile.filters) == len(FILTERS)
+    headroom = name == "default"  # only the tuned preset drops slow-to-answer backends
+    assert len(profile.filters) == len(FILTERS) + headroom
+    assert (type(profile.filters[-1]).__name__ == "TtftHeadroomFilter") is headroom
+
+
+@pytest.mark.parametrize("preset,switch,expected", [
+    ("default", None, True), ("default", False, False), ("seed-001", True, True),
+    ("least-in-flight", None, False)])
+def test_ttft_headroom_follows_the_preset_unless_config_says(preset, switch, expected):
+    profile = build_profile(AnchorConfig(preset=preset, ttft_headroom=switch),
+                            register_builtins(), Deps())
+    names = [type(f).__name__ for f in profile.filters]
+    assert ("TtftHeadroomFilter" in names) is expected

@@ -55,6 +55,22 @@ def test_engine_signal_scorers(scorer, engines, expected):
     assert scorer.score(context(engines=engines), AB) == expected
 
 
+def test_kv_balance_weighs_the_request_against_each_cache_size():
+    # both at 30 %; a 3000-token prompt + 2000 max_tokens has a footprint of 4000 tokens:
+    # 40 points of a's 10k cache, 1 point of b's 400k one. Mean usage 0.3.
+    engines = {"a": signals(kv_cache_usage=0.3, kv_capacity_tokens=10_000),
+               "b": signals(kv_cache_usage=0.3, kv_capacity_tokens=400_000)}
+    ctx = context(engines=engines, req=request(prompt_tokens=3000, max_tokens=2000))
+    assert KvBalanceScorer().score(ctx, AB) == {"a": 0.0, "b": pytest.approx(0.45)}
+    # a small request barely moves either; without a known size nothing is added
+    small = context(engines=engines, req=request(prompt_tokens=10))
+    assert KvBalanceScorer().score(small, AB) == {"a": pytest.approx(0.4950),
+                                                  "b": pytest.approx(0.4999, abs=1e-4)}
+    unsized = {"a": signals(kv_cache_usage=0.3), "b": signals(kv_cache_usage=0.3)}
+    assert KvBalanceScorer().score(context(engines=unsized, req=request(prompt_tokens=3000)),
+                                   AB) == {"a": 0.5, "b": 0.5}
+
+
 STATS_CASES = [
     (InFlightScorer(), {"a": BackendStats("a", in_flight=1)}, {"a": 0.5, "b": 1.0}),
     (LatencyScorer(), {"a": BackendStats("a", ttft_p95_ms=300.0, ttft_baseline_ms=100.0),

@@ -110,10 +110,12 @@ async def test_full_waiting_queue_answers_503(engine) -> None:
 
 
 async def test_metrics_are_read_by_the_vllm_parser(engine) -> None:
-    _served, client = engine
+    served, client = engine
     await client.post("/v1/chat/completions", json=chat(max_tokens=3))
     signals = parse_vllm_metrics((await client.get("/metrics")).text, taken_at=1.0)
     assert signals.missing == ()
+    cfg = served.engine.scheduler.config
+    assert signals.kv_capacity_tokens == cfg.total_blocks * cfg.block_size
     assert (signals.running, signals.waiting, signals.kv_cache_usage) == (0, 0, 0.0)
     assert signals.generation_tokens_total == 3 and signals.prompt_tokens_total > 300
     assert signals.ttft_p50_ms is not None and signals.ttft_p50_ms > 0

@@ -53,5 +53,5 @@ def test_the_signals_the_anchor_reads_are_all_there(pair: tuple[dict, dict]) -> 
     for name in ("vllm:num_requests_running", "vllm:num_requests_waiting",
                  "vllm:kv_cache_usage_perc", "vllm:time_to_first_token_seconds",
                  "vllm:inter_token_latency_seconds", "vllm:prompt_tokens",
-                 "vllm:generation_tokens"):
+                 "vllm:generation_tokens", "vllm:cache_config_info"):
         assert name in ours, name

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llmroute.anchor.protocol import AnchorContext
-from llmroute.anchor.scorers.base import NAN, ColumnScorer
+from llmroute.anchor.scorers.base import NAN, ColumnScorer, memo_column
 from llmroute.types import Backend, BackendStats
 
 
@@ -25,31 +25,45 @@ def expected_ttft_ms(s: BackendStats | None, prompt_tokens: int) -> float | None
     return overhead + (s.prefill_tokens + max(prompt_tokens, 1)) * s.prefill_ms_per_token
 
 
+def predicted_ttfts(ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
+    """Predicted TTFT (ms) of ``ctx.request`` on each candidate, in order (``expected_ttft_ms``).
+    A backend without a fitted model (no first token seen yet) is predicted optimistically,
+    as fast per token as the fastest known one with no overhead, so every backend gets
+    tried and learned; with no model at all every value is NaN. Computed once per decision
+    and candidate list (``memo_column``): the ``ttft-headroom`` filter and this scorer share
+    it. Callers must not mutate the result."""
+    return memo_column(ctx, PREDICTED, candidates, _predict)
+
+
+PREDICTED = "predicted-ttft"
+"""The ``ctx.columns`` memo key of ``predicted_ttfts``."""
+
+
+def _predict(ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
+    get, prompt = ctx.snapshot.stats.get, max(ctx.request.prompt_tokens, 1)
+    stats = [get(b.id) for b in candidates]
+    try:  # the common case: every candidate has a fitted model (one pass)
+        # expected_ttft_ms inlined: a call per backend costs ~40 % more at 100 backends
+        return [(s.prefill_overhead_ms or 0.0)
+                + (s.prefill_tokens + prompt) * s.prefill_ms_per_token for s in stats]
+    except (AttributeError, TypeError):  # no stats (None) or no model (rate None)
+        partial = _with_unknowns(stats, prompt)
+        return [NAN] * len(stats) if partial is None else partial
+
+
 class ExpectedTtftScorer(ColumnScorer):
-    """``best / own`` predicted TTFT among the candidates (``expected_ttft_ms``): 1.0 for the
-    soonest, 0.5 for a backend expected to take twice as long. A backend without a fitted
-    model (no first token seen yet) is predicted optimistically, as fast per token as the
-    fastest known one with no overhead, so every backend gets tried and learned; with no
-    model at all the column is missing."""
+    """``best / own`` predicted TTFT among the candidates (``predicted_ttfts``): 1.0 for the
+    soonest, 0.5 for a backend expected to take twice as long; missing when no backend has
+    a model yet."""
 
     name = "expected-ttft"
     bounded = True
 
     def column(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
         """See the class docstring; NaN where missing."""
-        get, prompt = ctx.snapshot.stats.get, max(ctx.request.prompt_tokens, 1)
-        stats = [get(b.id) for b in candidates]
-        if not stats:
-            return []
-        try:  # the common case: every candidate has a fitted model (one pass)
-            # expected_ttft_ms inlined: a call per backend costs ~40 % more at 100 backends
-            times = [(s.prefill_overhead_ms or 0.0)
-                     + (s.prefill_tokens + prompt) * s.prefill_ms_per_token for s in stats]
-        except (AttributeError, TypeError):  # no stats (None) or no model (rate None)
-            partial = _with_unknowns(stats, prompt)
-            if partial is None:
-                return [NAN] * len(stats)
-            times = partial
+        times = predicted_ttfts(ctx, candidates)
+        if not times or times[0] != times[0]:  # empty, or no model anywhere (all NaN)
+            return list(times)
         best = max(min(times), 1e-3)
         return [best / t if t > best else 1.0 for t in times]
 

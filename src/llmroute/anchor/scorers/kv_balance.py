@@ -1,6 +1,13 @@
 """kv-balance: KV-cache usage relative to the other candidates — below the candidates' mean
 is better. It evens usage across engines whose caches differ in size, where the absolute
-``kv-cache`` score lets the engines with the largest caches look free for longest."""
+``kv-cache`` score lets the engines with the largest caches look free for longest.
+
+The usage compared is the one *after* placing this request where the engine reports its
+cache size (``kv_capacity_tokens``, e.g. vLLM's ``cache_config_info``): the request's
+footprint, ``prompt tokens + max_tokens / 2`` (its mean KV over a life that grows from the
+prompt to prompt + output), is a share of that cache — 13 points of a 31k-token cache for a
+4k prompt, one point of a 318k-token one — so long requests go where they move the usage
+least. Without a known size the current usage is used."""
 
 from __future__ import annotations
 
@@ -9,7 +16,7 @@ from collections.abc import Sequence
 from llmroute.anchor.protocol import AnchorContext
 from llmroute.anchor.scorers.base import ColumnScorer
 from llmroute.anchor.scorers.kv_cache import KvCacheScorer
-from llmroute.types import Backend
+from llmroute.types import Backend, ChatRequest
 
 BAND = 0.10
 """Usage (fraction 0–1) above or below the mean at which the score reaches 0 or 1."""
@@ -17,8 +24,10 @@ HALF_SLOPE = 1 / (2 * BAND)
 
 
 class KvBalanceScorer(ColumnScorer):
-    """``0.5 + (mean usage − usage) / (2 · BAND)``, clamped to [0, 1], where usage is
-    ``1 − kv_free`` and the mean is over the candidates that report it; missing otherwise."""
+    """``0.5 + (mean usage − usage after) / (2 · BAND)``, clamped to [0, 1], where usage is
+    ``1 − kv_free``, usage after adds ``footprint / kv_capacity_tokens`` where the size is
+    known (module docstring), and the mean is of the current usage over the candidates that
+    report it; missing where the engine reports no usage."""
 
     name = "kv-balance"
     bounded = True
@@ -36,4 +45,19 @@ class KvBalanceScorer(ColumnScorer):
         # a NaN (missing) fails both comparisons and stays NaN
         offset = 0.5 - HALF_SLOPE * sum(known) / len(known)
         return [0.0 if (v := HALF_SLOPE * f + offset) < 0.0 else 1.0 if v > 1.0 else v
-                for f in free]
+                for f in _free_after(ctx, candidates, free)]
+
+
+def footprint(request: ChatRequest) -> float:
+    """KV tokens a request holds on average over its life: ``prompt + max_tokens / 2``
+    (tokens; no ``max_tokens`` counts the prompt only)."""
+    return max(request.prompt_tokens, 1) + (request.max_tokens or 0) / 2
+
+
+def _free_after(ctx: AnchorContext, candidates: Sequence[Backend],
+                free: list[float]) -> list[float]:
+    """``free`` minus the request's share of each cache whose size is known (NaN stays)."""
+    need, get = footprint(ctx.request), ctx.snapshot.engines.get
+    return [f - need / size if (e := get(b.id)) is not None
+            and (size := e.kv_capacity_tokens) else f
+            for b, f in zip(candidates, free)]

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 SIGNALS: tuple[str, ...] = (
-    "running", "waiting", "kv_cache_usage",
+    "running", "waiting", "kv_cache_usage", "kv_capacity_tokens",
     "ttft_p50_ms", "ttft_p95_ms", "tpot_p50_ms",
     "prompt_tokens_total", "generation_tokens_total", "gen_throughput_tps",
     "idle_slots", "total_slots",
@@ -35,7 +35,8 @@ class EngineSignals:
     """Immutable load snapshot of one engine (see the module docstring for conventions).
 
     - ``running``: requests being decoded now; ``waiting``: requests queued.
-    - ``kv_cache_usage``: fraction 0–1 of the KV cache in use.
+    - ``kv_cache_usage``: fraction 0–1 of the KV cache in use; ``kv_capacity_tokens``: the
+      cache's size in tokens (per engine).
     - ``ttft_p50_ms``/``ttft_p95_ms``/``tpot_p50_ms``: quantiles of time to first token and
       time per output token, estimated from cumulative histograms (``prom.quantile``).
     - ``prompt_tokens_total``/``generation_tokens_total``: counters since engine start.
@@ -50,6 +51,7 @@ class EngineSignals:
     running: int | None = None
     waiting: int | None = None
     kv_cache_usage: float | None = None
+    kv_capacity_tokens: int | None = None
     ttft_p50_ms: float | None = None
     ttft_p95_ms: float | None = None
     tpot_p50_ms: float | None = None

@@ -11,6 +11,8 @@ Names (checked against real captures of the V0 engine, ~0.5 and ~0.7, and the V1
 - TPOT: histogram ``vllm:time_per_output_token_seconds`` (V0, early V1), else
   ``vllm:inter_token_latency_seconds`` (its V1 successor; same meaning, per token gap).
 - ``vllm:prompt_tokens_total`` / ``vllm:generation_tokens_total`` (counters).
+- KV capacity: the labels ``num_gpu_blocks`` × ``block_size`` of the info gauge
+  ``vllm:cache_config_info`` (tokens per engine; the largest when engines differ).
 
 Gauges and counters are summed across label sets (``engine`` for data-parallel engines,
 ``model_name``); the KV fraction is averaged across them (each engine has its own cache of
@@ -24,8 +26,8 @@ from llmroute.anchor.sources import prom
 from llmroute.anchor.sources.signals import EngineSignals, build, unreadable
 
 SOURCE = "vllm"
-EXPECTED = ("running", "waiting", "kv_cache_usage", "ttft_p50_ms", "ttft_p95_ms",
-            "tpot_p50_ms", "prompt_tokens_total", "generation_tokens_total")
+EXPECTED = ("running", "waiting", "kv_cache_usage", "kv_capacity_tokens", "ttft_p50_ms",
+            "ttft_p95_ms", "tpot_p50_ms", "prompt_tokens_total", "generation_tokens_total")
 KV_NAMES = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 TTFT = ("vllm:time_to_first_token_seconds",)
 TPOT = ("vllm:time_per_output_token_seconds", "vllm:inter_token_latency_seconds")
@@ -40,6 +42,7 @@ def parse_vllm_metrics(text: str, taken_at: float) -> EngineSignals:
         "running": prom.as_int(prom.gauge_sum(samples, "vllm:num_requests_running")),
         "waiting": prom.as_int(prom.gauge_sum(samples, "vllm:num_requests_waiting")),
         "kv_cache_usage": prom.fraction(prom.first_present(samples, KV_NAMES, prom.gauge_mean)),
+        "kv_capacity_tokens": kv_capacity_tokens(samples),
         "ttft_p50_ms": prom.quantile_ms(samples, TTFT, 0.50),
         "ttft_p95_ms": prom.quantile_ms(samples, TTFT, 0.95),
         "tpot_p50_ms": prom.quantile_ms(samples, TPOT, 0.50),
@@ -47,3 +50,21 @@ def parse_vllm_metrics(text: str, taken_at: float) -> EngineSignals:
         "generation_tokens_total": prom.as_int(
             prom.gauge_sum(samples, "vllm:generation_tokens_total")),
     })
+
+
+def kv_capacity_tokens(samples: prom.Samples) -> int | None:
+    """KV-cache size in tokens from ``vllm:cache_config_info{num_gpu_blocks, block_size}``:
+    blocks × tokens per block, the largest over engines; None when the gauge or either label
+    is absent or not a positive integer (e.g. ``num_gpu_blocks="None"`` before profiling)."""
+    sizes = [_positive(s.labels.get("num_gpu_blocks")) * _positive(s.labels.get("block_size"))
+             for s in prom.select(samples, "vllm:cache_config_info")]
+    return max(sizes) if sizes and min(sizes) > 0 else None
+
+
+def _positive(label: str | None) -> int:
+    """A label's value as a positive int; 0 when absent or not one."""
+    try:
+        n = int(label) if label is not None else 0
+    except ValueError:
+        return 0
+    return n if n > 0 else 0

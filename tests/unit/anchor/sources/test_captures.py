@@ -59,6 +59,26 @@ def test_vllm_v0_uses_old_kv_name_and_v1_the_new_one():
     assert parse_vllm_metrics(v1, 0).kv_cache_usage == pytest.approx(13 / 34)
 
 
+@pytest.mark.parametrize("name,blocks", [
+    ("vllm-v1-0.20.2rc1-metrics-scrape1.txt", 35),  # 13 of 34 usable blocks in use, above
+    ("vllm-v1-kops-qwen2.5-0.5b-metrics-idle.txt", 101625),
+    ("vllm-v0-0.5.0-datadog-opt-125m-metrics.txt", 7281),
+    ("vllm-v0-aibrix-docs-qwen2.5-coder-1.5b-metrics-partial.txt", 81767),
+])
+def test_vllm_kv_capacity_is_blocks_times_block_size(name, blocks):
+    assert parse_vllm_metrics(shared(name), 0).kv_capacity_tokens == blocks * 16
+
+
+@pytest.mark.parametrize("labels", ['num_gpu_blocks="None",block_size="16"',
+                                    'num_gpu_blocks="-4",block_size="16"',
+                                    'block_size="16"', 'num_gpu_blocks="35",block_size="x"'])
+def test_vllm_kv_capacity_without_usable_labels_is_missing(labels):
+    text = f"vllm:cache_config_info{{{labels}}} 1.0\nvllm:num_requests_running 2\n"
+    s = parse_vllm_metrics(text, 0)
+    assert s.kv_capacity_tokens is None and "kv_capacity_tokens" in s.missing
+    assert s.running == 2
+
+
 def test_vllm_empty_histograms_are_missing_not_zero():
     s = parse_vllm_metrics(shared("vllm-v1-kops-qwen2.5-0.5b-metrics-idle.txt"), 0)
     assert s.missing == ("ttft_p50_ms", "ttft_p95_ms", "tpot_p50_ms")

@@ -1,0 +1,54 @@
+"""TTFT headroom: drop backends predicted to give this request its first token much later
+than the soonest one.
+
+Weighted scorers trade signals against each other, so a backend with a free KV cache can
+outscore one that would answer seconds sooner (the KV terms reward it by more than the
+``expected-ttft`` weight can take away). This filter makes the predicted TTFT a bound
+instead: a candidate is kept when its prediction (``scorers/expected_ttft.predicted_ttfts``,
+ms) is at most ``max(factor × best, best + slack_ms)``, ``best`` the soonest candidate's;
+the scorers then choose among those. It is the headroom idea of SLO-aware endpoint
+picking (llm-d's predicted-latency scheduling keeps endpoints whose predicted TTFT leaves
+headroom under the request's SLO), with the SLO set relative to what the fleet can do now.
+
+Nothing is dropped while no backend has a TTFT model (every prediction NaN), and a backend
+without one of its own is predicted optimistically, so it stays in and gets learned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from llmroute.anchor.protocol import AnchorContext
+from llmroute.anchor.scorers.expected_ttft import predicted_ttfts
+from llmroute.types import Backend
+
+FACTOR = 2.0
+"""Default: keep backends predicted within twice the soonest TTFT …"""
+SLACK_MS = 500.0
+"""… or within this many ms of it (differences under half a second are left to the
+scorers)."""
+
+
+class TtftHeadroomFilter:
+    """Keeps candidates predicted within ``max(factor × best, best + slack_ms)`` of the
+    soonest TTFT (module docstring); ``factor`` ≥ 1, ``slack_ms`` ≥ 0 (ms). Never empties a
+    non-empty list: the soonest backend always passes."""
+
+    def __init__(self, factor: float = FACTOR, slack_ms: float = SLACK_MS):
+        self._factor = factor
+        self._slack_ms = slack_ms
+
+    def filter(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[Backend]:
+        """A subset of ``candidates``, order kept; the input list itself when every
+        candidate passes (so the ``expected-ttft`` scorer reuses the memoised predictions)."""
+        survivors = candidates if isinstance(candidates, list) else list(candidates)
+        if len(survivors) < 2:
+            return survivors
+        times = predicted_ttfts(ctx, survivors)
+        best = min(times)
+        if best != best:  # no model anywhere yet
+            return survivors
+        limit = max(self._factor * best, best + self._slack_ms)
+        if max(times) <= limit:
+            return survivors
+        return [b for b, t in zip(survivors, times) if t <= limit]
