@@ -65,9 +65,18 @@ class OnnxEncoder:
         an empty list)."""
         if not texts:
             return np.zeros((0, DIM), dtype=np.float32)
-        batch = self._tok.encode_batch([t or " " for t in texts])
+        batch = self._tokenize([t or " " for t in texts])
         ids = np.array([e.ids for e in batch], dtype=np.int64)
         mask = np.array([e.attention_mask for e in batch], dtype=np.int64)
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         (hidden,) = self._session.run(None, feeds)
         return mean_pool(hidden, mask)
+
+    def _tokenize(self, texts: list[str]) -> list:
+        """``tokenizers.Encoding`` per text. One text (the common, unbatched case) is run on
+        the calling thread: ``encode_batch`` hands work to the library's rayon thread pool,
+        whose idle workers spin for a while after each job — on a router pinned to one core
+        they would take that core from the event loop."""
+        if len(texts) == 1:
+            return [self._tok.encode(texts[0])]
+        return self._tok.encode_batch(texts)
