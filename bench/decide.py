@@ -9,7 +9,8 @@ whose backends share one context length (dispatch can reach no others). Profiles
 in the same run:
 
 * ``least-in-flight`` — the baseline: one scorer (the router's in-flight count), argmax;
-* ``default`` — the default preset (expected-ttft, kv-cache, queue-depth, in-flight), argmax;
+* ``default`` — the default preset (the ttft-headroom filter; expected-ttft, kv-cache,
+  kv-balance, queue-depth, in-flight), argmax;
 * ``default-full`` — the same, with every backend built as a candidate (a pool of mixed
   context lengths);
 * ``all-scorers`` — every built-in scorer at once, with the softmax picker, every backend
@@ -60,7 +61,9 @@ def fleet(n: int) -> list[Backend]:
 
 
 def snapshot(backends: list[Backend], rng: random.Random, now: float) -> MetricsSnapshot:
-    """Random but plausible signals for every backend."""
+    """Random but plausible signals for every backend. The TTFT models and queues are drawn
+    so every prediction (20–270 ms) stays within the ``ttft-headroom`` limit (at least the
+    soonest + 500 ms): every backend is scored, the most work a decision can take."""
     stats, engines = {}, {}
     for b in backends:
         base = rng.uniform(50, 400)
@@ -68,11 +71,12 @@ def snapshot(backends: list[Backend], rng: random.Random, now: float) -> Metrics
             b.id, in_flight=rng.randint(0, 30), ttft_p95_ms=base * rng.uniform(1, 4),
             ttft_baseline_ms=base, latency_p95_ms=base * 20, latency_baseline_ms=base * 10,
             window_error_rate=rng.random() * 0.05, output_tps=rng.uniform(20, 120),
-            window_requests=100, taken_at=now, prefill_tokens=rng.randint(0, 20000),
-            prefill_ms_per_token=rng.uniform(0.03, 0.4), prefill_overhead_ms=rng.uniform(5, 80))
+            window_requests=100, taken_at=now, prefill_tokens=rng.randint(0, 2000),
+            prefill_ms_per_token=rng.uniform(0.05, 0.08), prefill_overhead_ms=rng.uniform(5, 80))
         engines[b.id] = EngineSignals(
             now, "vllm", running=rng.randint(0, 64), waiting=rng.randint(0, 20),
-            kv_cache_usage=rng.random(), idle_slots=rng.randint(0, 4), total_slots=4,
+            kv_cache_usage=rng.random(), kv_capacity_tokens=rng.choice((30_816, 108_752)),
+            idle_slots=rng.randint(0, 4), total_slots=4,
             gpu_mem_used_bytes=int(rng.uniform(10, 70) * GIB),
             gpu_mem_free_bytes=int(rng.uniform(5, 60) * GIB), gpu_util=rng.random())
     return MetricsSnapshot(stats, now, engines)
