@@ -192,3 +192,24 @@ def test_templated_and_multi_turn_prompts(gate: SemanticGate, text: str,
                                           messages: list[dict[str, str]] | None,
                                           label: str) -> None:
     assert gate.classify(prompt_request(text, messages)).label == label
+
+
+@pytest.mark.parametrize(("text", "label"), [
+    ("Since salt lowers the freezing point of water, what do road crews spread on icy streets "
+     "in winter?", "open_qa"),
+    ("因为盐能降低水的冰点，冬天道路结冰时环卫工人会撒什么？", "open_qa"),
+    ('Sort this headline into politics, sport or science: "Why the mayor wants a second bridge"',
+     "classification"),
+    ("这个标题属于政治、体育还是科学？“为什么市长想再建一座桥”", "classification"),
+    ("Noor buys 4 packs of stickers with 25 in each. She gives 18 to her sister and trades a "
+     "third of the rest for badges. How many stickers does she keep?", "math"),
+    ("小诺买了4包贴纸，每包25张，送给妹妹18张，剩下的三分之一换了徽章。她还剩多少张贴纸？", "math"),
+    ("Kai is taller than Ivo, and Ivo is taller than Bea. Is Bea taller than Kai?", "reasoning"),
+    ("小凯比小伊高，小伊比小贝高。小贝比小凯高吗？", "reasoning"),
+], ids=["en-because-fact", "zh-because-fact", "en-why-headline", "zh-why-headline",
+        "en-story-problem", "zh-story-problem", "en-deduction", "zh-deduction"])
+def test_because_and_why_wording_alone_does_not_make_reasoning(gate: SemanticGate, text: str,
+                                                                label: str) -> None:
+    """A stated cause in a factual question, a why-headline to label and a narrative word
+    problem keep their intents; premises plus a question about what follows is reasoning."""
+    assert gate.classify(prompt_request(text)).label == label
