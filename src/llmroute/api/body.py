@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from llmroute.errors import InvalidRequest, PayloadTooLarge, UnsupportedMediaType
 
@@ -31,16 +31,24 @@ def _check_content_type(value: str | None) -> None:
 
 
 async def _read_limited(request: Request, limit: int) -> bytes:
+    """The body's bytes, read straight from the ASGI ``receive`` channel (what Starlette's
+    ``Request.stream`` does, without an async generator per request). Raises
+    PayloadTooLarge past ``limit`` bytes, ClientDisconnect when the client leaves first."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
-    parts, size = [], 0
-    async for part in request.stream():
+    receive, parts, size = request.receive, [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        part = message.get("body", b"")
         size += len(part)
         if size > limit:
             raise _too_large(limit)
         parts.append(part)
-    return b"".join(parts)
+        if not message.get("more_body", False):
+            return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _too_large(limit: int) -> PayloadTooLarge:
