@@ -155,9 +155,10 @@ def make_plan(rows: list[TraceRow], n: int, wall_rps: float, seed: int,
 
 
 def router_config(policy: str, engines: list[tuple[str, int]],
-                  scorers: dict[str, float] | None = None) -> Config:
+                  scorers: dict[str, float] | None = None,
+                  anchor: dict[str, Any] | None = None) -> Config:
     """One pool ``fleet`` over the engines, routed by the anchor preset ``policy`` (its
-    weights overridden by ``scorers``). The gate is the rules gate: with one pool its verdict
+    weights overridden by ``scorers``, other ``anchor`` settings merged in). The gate is the rules gate: with one pool its verdict
     does not change the route, and the benchmark measures the anchor."""
     if "anchor" not in Config.model_fields:
         raise SystemExit("schedule: this llmroute has no `anchor:` config section yet, so "
@@ -168,10 +169,12 @@ def router_config(policy: str, engines: list[tuple[str, int]],
     return Config.model_validate({
         "pools": {"fleet": {}}, "backends": backends, "routing": {"default_pool": "fleet"},
         "timeouts": {"ttft_s": 600, "total_s": 900, "stall_s": 300},
-        "gate": {"kind": "rules"}, "anchor": {"preset": policy, "scorers": scorers or {}}})
+        "gate": {"kind": "rules"}, "anchor": {"preset": policy, "scorers": scorers or {},
+                                              **(anchor or {})}})
 
 
-async def run_policy(policy: str, plan: Plan, scorers: dict[str, float] | None = None) -> Run:
+async def run_policy(policy: str, plan: Plan, scorers: dict[str, float] | None = None,
+                     anchor: dict[str, Any] | None = None) -> Run:
     """Start a fresh fleet and router, replay the plan, stop everything; ``scorers``
     overrides the preset's weights."""
     ctx = mp.get_context("spawn")
@@ -180,7 +183,7 @@ async def run_policy(policy: str, plan: Plan, scorers: dict[str, float] | None =
     fleet.start()
     try:
         engines = await asyncio.to_thread(fleet_end.recv)
-        config = router_config(policy, engines, scorers)
+        config = router_config(policy, engines, scorers, anchor)
         async with (open_runtime(config) as rt,
                     serve_in_background(create_app(config, runtime=rt)) as url):
             outcomes, polls = await _replay(ctx, url, plan, [e for e, _ in engines])
@@ -299,8 +302,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     runs = []
     for policy in args.policies:
         t0 = time.monotonic()
-        runs.append(await run_policy(policy, plan,
-                                     args.scorers if policy == "default" else None))
+        tuned = policy == "default"
+        runs.append(await run_policy(policy, plan, args.scorers if tuned else None,
+                                     args.anchor if tuned else None))
         print(f"  {policy}: {time.monotonic() - t0:.0f} s wall", flush=True)
     print(table(runs))
     print(per_engine(runs, plan))
@@ -327,6 +331,9 @@ def main() -> int:
     p.add_argument("--scorers", type=orjson.loads, default=None,
                    help='weights over the default preset, JSON, e.g. \'{"in-flight": 0.5}\' '
                    '(0 removes a scorer); for tuning')
+    p.add_argument("--anchor", type=orjson.loads, default=None,
+                   help='other anchor settings for the default policy, JSON, e.g. '
+                   '\'{"ttft_headroom_factor": 3}\'; for tuning')
     args = p.parse_args()
     if not args.trace.is_dir():
         print(f"schedule: the trace is not at {args.trace}; skipped")

@@ -211,8 +211,8 @@ class AnchorConfig(_Strict):
     kv_pressure_threshold: float = Field(0.8, ge=0, lt=1)
     kv_pressure_min_fraction: float = Field(0.5, gt=0, le=1)
     ttft_headroom: bool | None = None
-    ttft_headroom_factor: float = Field(2.0, ge=1)
-    ttft_headroom_ms: float = Field(500.0, ge=0)
+    ttft_headroom_factor: float = Field(3.0, ge=1)
+    ttft_headroom_ms: float = Field(1000.0, ge=0)
 
 
 class RoutingConfig(_Strict):

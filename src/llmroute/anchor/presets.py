@@ -1,17 +1,20 @@
 """Named anchor profiles: scorer weights and a picker, chosen by ``anchor.preset``.
 
-- ``default``: expected TTFT 0.25, KV cache 0.6, KV balance 0.15, engine queue 0.15 and
-  the router's in-flight count 0.15. Tuned with ``bench/schedule.py`` (8 heterogeneous emulated engines,
-  Azure trace at 85 % load; ``--scorers`` overrides weights for such runs):
-  ``expected-ttft`` (each queued prompt weighed by its length, each engine by its learned
-  prefill speed) moves long prompts off slow engines and roughly halves P95 TTFT against
-  least-in-flight; the KV weight, a little over twice the TTFT weight, evens KV usage
-  across engines whose caches differ tenfold (at 0.45 the spread was ~1.5 points wider, at
-  0.8 and above the TTFT tail grew); ``kv-balance`` 0.15 (usage against the fleet's mean)
-  brought the full run's KV spread from ±10.3 to ±8.0 points, the H100's small cache no
-  longer running fullest (at 0.3 and more the TTFT tail grew). Left out: ``latency`` (its p95-vs-baseline lags the
-  queue it reports; from 0.15 up it hurt the tail) and ``throughput`` 0.2 (herded load
-  onto the fastest engine until it queued: P95 TTFT 2.2× least-in-flight).
+- ``default``: the ``ttft-headroom`` filter, then expected TTFT 0.1, KV cache 0.6, KV
+  balance 0.45, engine queue 0.15 and the router's in-flight count 0.15. Tuned with
+  ``bench/schedule.py`` (8 heterogeneous emulated engines, Azure trace at 85 % load;
+  ``--scorers`` overrides weights for such runs). The headroom filter keeps only backends
+  predicted to give the first token within 3× (or 1 s of) the soonest: as a weighted
+  term (0.25), ``expected-ttft`` was outvoted by the KV terms, which kept sending bursts to
+  the T4/1B (a 318k-token cache that always looks free, a prefill queue of 60k tokens and
+  7 s predicted — correctly — at the time); with the filter (at 2× / 500 ms) P95 TTFT fell
+  from 2.3–3.7 s to 1.4–1.5 s over 1,000 requests. With the tail bounded by the filter,
+  the KV terms can weigh more: ``kv-balance`` 0.45 (usage after placing the request,
+  against the fleet's mean) with ``expected-ttft`` 0.1 gave full-run KV spreads of ±6.6–10.5
+  (at 0.15/0.25: ±9.7–11.0, the L4s' small caches running fullest); 3× / 1 s, ±7.2–8.4. Left out: ``latency`` (its
+  p95-vs-baseline lags the queue it reports; from 0.15 up it hurt the tail) and
+  ``throughput`` 0.2 (herded load onto the fastest engine until it queued: P95 TTFT 2.2×
+  least-in-flight).
 - ``round-robin``: no scorers; rotate (baseline).
 - ``least-in-flight``: the router's in-flight count alone, argmax (what LiteLLM's
   least-busy routing does; baseline).

@@ -150,10 +150,10 @@ def test_headroom_drops_backends_predicted_far_behind_the_soonest():
     stats = {"fast": _stats("fast", 0, 0.1, 100.0), "mid": _stats("mid", 0, 0.6),
              "slow": _stats("slow", 59000, 0.1, 100.0)}
     ids = ["slow", "mid", "fast"]
-    # limit = max(2 × 200, 200 + 500) = 700 ms: mid stays, slow goes (order kept)
+    # defaults: limit = max(3 × 200, 200 + 1000) = 1200 ms: mid stays, slow goes (order kept)
     assert _headroom(stats, 1000, ids) == ["mid", "fast"]
     # limit = max(2 × 200, 200 + 0) = 400 ms: only the soonest
-    assert _headroom(stats, 1000, ids, slack_ms=0.0) == ["fast"]
+    assert _headroom(stats, 1000, ids, factor=2.0, slack_ms=0.0) == ["fast"]
     # limit = max(40 × 200, 200) = 8000 ms: everyone
     assert _headroom(stats, 1000, ids, factor=40.0, slack_ms=0.0) == ids
 
@@ -164,7 +164,7 @@ def test_headroom_keeps_everything_without_models_and_keeps_unlearnt_backends():
     # c has no model: predicted optimistically at a's rate (1000 · 0.1 = 100 ms) so it
     # stays and gets learnt; b (10000 ms) goes
     stats = {"a": _stats("a", 0, 0.1), "b": _stats("b", 0, 10.0)}
-    assert _headroom(stats, 1000, ids, slack_ms=0.0) == ["a", "c"]
+    assert _headroom(stats, 1000, ids, factor=2.0, slack_ms=0.0) == ["a", "c"]
 
 
 def test_headroom_hands_the_same_list_and_predictions_to_the_scorer_when_all_pass():

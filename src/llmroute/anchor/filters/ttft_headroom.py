@@ -22,11 +22,13 @@ from llmroute.anchor.protocol import AnchorContext
 from llmroute.anchor.scorers.expected_ttft import predicted_ttfts
 from llmroute.types import Backend
 
-FACTOR = 2.0
-"""Default: keep backends predicted within twice the soonest TTFT …"""
-SLACK_MS = 500.0
-"""… or within this many ms of it (differences under half a second are left to the
-scorers)."""
+FACTOR = 3.0
+"""Default: keep backends predicted within three times the soonest TTFT …"""
+SLACK_MS = 1000.0
+"""… or within this many ms of it (differences under a second are left to the scorers).
+Both chosen with ``bench/schedule.py``: at 2× / 500 ms the filter sent short prompts to
+idle engines with small, full caches (KV spread ±6.6–10.5 over two runs); at 3× / 1000 ms
+the scorers had more room (±7.2) and P95 TTFT stayed far under least-in-flight's."""
 
 
 class TtftHeadroomFilter:
