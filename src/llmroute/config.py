@@ -198,7 +198,8 @@ class AnchorConfig(_Strict):
     linearly to ``kv_pressure_min_fraction`` of the window at a full cache. ``ttft_headroom``
     turns the TTFT-headroom filter on or off (None: as the preset has it — on in
     ``default``): it keeps backends predicted within ``ttft_headroom_factor`` × the soonest
-    predicted TTFT or ``ttft_headroom_ms`` ms of it (``anchor/filters/ttft_headroom.py``)."""
+    predicted TTFT or ``ttft_headroom_ms`` ms of it, and at least the ``ttft_headroom_keep``
+    soonest (``anchor/filters/ttft_headroom.py``)."""
 
     preset: Literal["default", "round-robin", "least-in-flight", "seed-000", "seed-001"] = \
         "default"
@@ -213,6 +214,7 @@ class AnchorConfig(_Strict):
     ttft_headroom: bool | None = None
     ttft_headroom_factor: float = Field(3.0, ge=1)
     ttft_headroom_ms: float = Field(1000.0, ge=0)
+    ttft_headroom_keep: int = Field(3, ge=1)
 
 
 class RoutingConfig(_Strict):

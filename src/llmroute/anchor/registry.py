@@ -16,7 +16,7 @@ from llmroute.anchor.filters.capability import CapabilityFilter
 from llmroute.anchor.filters.context_fit import ContextFitFilter
 from llmroute.anchor.filters.health import HealthFilter
 from llmroute.anchor.filters.pool import PoolFilter
-from llmroute.anchor.filters.ttft_headroom import FACTOR, SLACK_MS, TtftHeadroomFilter
+from llmroute.anchor.filters.ttft_headroom import FACTOR, KEEP, SLACK_MS, TtftHeadroomFilter
 from llmroute.anchor.pickers.argmax import ArgmaxPicker
 from llmroute.anchor.pickers.p2c import P2cPicker
 from llmroute.anchor.pickers.round_robin import RoundRobinPicker, Turn
@@ -45,7 +45,8 @@ class Deps:
     """What plugin factories may use: the ``breaker``, the prefix ``affinity`` index, the
     pools' declared strengths (``pools``), an injected ``rng`` and round-robin ``turn``,
     the softmax ``temperature``, the KV-pressure rule (fractions 0–1) and the TTFT headroom
-    (``ttft_factor`` × the soonest predicted TTFT, or ``ttft_slack_ms`` ms over it)."""
+    (``ttft_factor`` × the soonest predicted TTFT, or ``ttft_slack_ms`` ms over it; at
+    least ``ttft_keep`` candidates kept)."""
 
     breaker: CircuitBreaker = field(default_factory=lambda: CircuitBreaker(BreakerConfig()))
     affinity: PrefixIndex = field(default_factory=PrefixIndex)
@@ -57,6 +58,7 @@ class Deps:
     kv_min_fraction: float = 0.5
     ttft_factor: float = FACTOR
     ttft_slack_ms: float = SLACK_MS
+    ttft_keep: int = KEEP
 
 
 @dataclass
@@ -97,7 +99,8 @@ def register_builtins(registry: Registry | None = None) -> Registry:
                                                   kv_min_fraction=d.kv_min_fraction),
         "capability": lambda d: CapabilityFilter(),
         "health": lambda d: HealthFilter(d.breaker),
-        "ttft-headroom": lambda d: TtftHeadroomFilter(d.ttft_factor, d.ttft_slack_ms),
+        "ttft-headroom": lambda d: TtftHeadroomFilter(d.ttft_factor, d.ttft_slack_ms,
+                                                            d.ttft_keep),
     })
     reg.scorers.update({
         "queue-depth": lambda d: QueueDepthScorer(), "kv-cache": lambda d: KvCacheScorer(),

@@ -30,7 +30,8 @@ def anchor_deps(config: Config, breaker: CircuitBreaker) -> Deps:
     return Deps(breaker=breaker, pools=pools, temperature=a.softmax_temperature,
                 kv_threshold=a.kv_pressure_threshold,
                 kv_min_fraction=a.kv_pressure_min_fraction,
-                ttft_factor=a.ttft_headroom_factor, ttft_slack_ms=a.ttft_headroom_ms)
+                ttft_factor=a.ttft_headroom_factor, ttft_slack_ms=a.ttft_headroom_ms,
+                ttft_keep=a.ttft_headroom_keep)
 
 
 def signal_sources(config: Config, backends: dict[str, Backend],

@@ -140,7 +140,7 @@ def test_a_ticket_of_another_backend_still_ends_when_passed_to_finished():
 
 
 def _headroom(stats: dict[str, BackendStats], prompt: int, ids: list[str],
-              **kw: float) -> list[str]:
+              **kw: float | int) -> list[str]:
     ctx = context(stats, req=request(prompt_tokens=prompt))
     return [b.id for b in TtftHeadroomFilter(**kw).filter(ctx, backends(*ids))]
 
@@ -150,12 +150,25 @@ def test_headroom_drops_backends_predicted_far_behind_the_soonest():
     stats = {"fast": _stats("fast", 0, 0.1, 100.0), "mid": _stats("mid", 0, 0.6),
              "slow": _stats("slow", 59000, 0.1, 100.0)}
     ids = ["slow", "mid", "fast"]
-    # defaults: limit = max(3 × 200, 200 + 1000) = 1200 ms: mid stays, slow goes (order kept)
-    assert _headroom(stats, 1000, ids) == ["mid", "fast"]
+    # limit = max(3 × 200, 200 + 1000) = 1200 ms: mid stays, slow goes (order kept)
+    assert _headroom(stats, 1000, ids, keep=1) == ["mid", "fast"]
     # limit = max(2 × 200, 200 + 0) = 400 ms: only the soonest
-    assert _headroom(stats, 1000, ids, factor=2.0, slack_ms=0.0) == ["fast"]
+    assert _headroom(stats, 1000, ids, factor=2.0, slack_ms=0.0, keep=1) == ["fast"]
     # limit = max(40 × 200, 200) = 8000 ms: everyone
-    assert _headroom(stats, 1000, ids, factor=40.0, slack_ms=0.0) == ids
+    assert _headroom(stats, 1000, ids, factor=40.0, slack_ms=0.0, keep=1) == ids
+
+
+def test_headroom_keeps_the_soonest_few_when_fewer_pass():
+    # predicted 200, 600, 6100 and 900 ms; limit 400 ms passes only "fast"
+    stats = {"fast": _stats("fast", 0, 0.1, 100.0), "mid": _stats("mid", 0, 0.6),
+             "slow": _stats("slow", 59000, 0.1, 100.0), "late": _stats("late", 0, 0.9)}
+    ids = ["slow", "late", "mid", "fast"]
+    narrow = {"factor": 2.0, "slack_ms": 0.0}
+    assert _headroom(stats, 1000, ids, **narrow, keep=2) == ["mid", "fast"]  # order kept
+    assert _headroom(stats, 1000, ids, **narrow, keep=3) == ["late", "mid", "fast"]
+    assert _headroom(stats, 1000, ids, **narrow, keep=9) == ids
+    # enough pass the default limit (1200 ms: fast, mid, late): keep changes nothing
+    assert _headroom(stats, 1000, ids, keep=2) == ["late", "mid", "fast"]
 
 
 def test_headroom_keeps_everything_without_models_and_keeps_unlearnt_backends():
@@ -164,7 +177,7 @@ def test_headroom_keeps_everything_without_models_and_keeps_unlearnt_backends():
     # c has no model: predicted optimistically at a's rate (1000 · 0.1 = 100 ms) so it
     # stays and gets learnt; b (10000 ms) goes
     stats = {"a": _stats("a", 0, 0.1), "b": _stats("b", 0, 10.0)}
-    assert _headroom(stats, 1000, ids, factor=2.0, slack_ms=0.0) == ["a", "c"]
+    assert _headroom(stats, 1000, ids, factor=2.0, slack_ms=0.0, keep=1) == ["a", "c"]
 
 
 def test_headroom_hands_the_same_list_and_predictions_to_the_scorer_when_all_pass():
@@ -179,14 +192,15 @@ def test_headroom_hands_the_same_list_and_predictions_to_the_scorer_when_all_pas
 
 @given(st.lists(st.tuples(st.integers(0, 10**5), st.none() | st.floats(1e-4, 10.0),
                           st.floats(0.0, 1e4)), min_size=1, max_size=8),
-       st.integers(1, 10**5), st.floats(1.0, 10.0), st.floats(0.0, 5000.0))
+       st.integers(1, 10**5), st.floats(1.0, 10.0), st.floats(0.0, 5000.0),
+       st.integers(1, 4))
 def test_headroom_never_drops_the_soonest_nor_keeps_one_past_the_limit(rows, prompt, factor,
-                                                                      slack):
+                                                                      slack, keep):
     ids = [f"b{i}" for i in range(len(rows))]
     stats = {bid: _stats(bid, q, r, o) for bid, (q, r, o) in zip(ids, rows)}
     ctx = context(stats, req=request(prompt_tokens=prompt))
     candidates = backends(*ids)
-    kept = [b.id for b in TtftHeadroomFilter(factor, slack).filter(ctx, candidates)]
+    kept = [b.id for b in TtftHeadroomFilter(factor, slack, keep).filter(ctx, candidates)]
     times = dict(zip(ids, predicted_ttfts(ctx, candidates)))
     if all(r is None for _, r, _ in rows):
         assert kept == ids
@@ -195,5 +209,9 @@ def test_headroom_never_drops_the_soonest_nor_keeps_one_past_the_limit(rows, pro
     assert kept and [i for i in ids if i in kept] == kept
     assert min(times, key=times.get) in kept
     limit = max(factor * best, best + slack)
-    assert all(times[i] <= limit for i in kept)
-    assert all(times[i] > limit for i in ids if i not in kept)
+    passing = [i for i in ids if times[i] <= limit]
+    if len(passing) >= keep:
+        assert kept == passing
+    else:  # the `keep` soonest (or all): nothing dropped is sooner than anything kept
+        assert len(kept) == min(keep, len(ids))
+        assert all(times[d] >= max(times[k] for k in kept) for d in ids if d not in kept)

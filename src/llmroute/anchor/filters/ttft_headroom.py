@@ -30,15 +30,23 @@ Both chosen with ``bench/schedule.py``: at 2× / 500 ms the filter sent short pr
 idle engines with small, full caches (KV spread ±6.6–10.5 over two runs); at 3× / 1000 ms
 the scorers had more room (±7.2) and P95 TTFT stayed far under least-in-flight's."""
 
+KEEP = 3
+"""Default: the fewest candidates the filter leaves — a burst that puts one idle engine far
+ahead still leaves the scorers a choice of three (KV spread ±7.6–7.9 against ±8.4 with one,
+in ``bench/schedule.py`` runs of 2,000 requests)."""
+
 
 class TtftHeadroomFilter:
     """Keeps candidates predicted within ``max(factor × best, best + slack_ms)`` of the
-    soonest TTFT (module docstring); ``factor`` ≥ 1, ``slack_ms`` ≥ 0 (ms). Never empties a
-    non-empty list: the soonest backend always passes."""
+    soonest TTFT (module docstring); ``factor`` ≥ 1, ``slack_ms`` ≥ 0 (ms). When fewer than
+    ``keep`` (≥ 1) pass, the ``keep`` soonest are kept instead, so the scorers still have a
+    choice during a burst that leaves one idle engine far ahead. Never empties a non-empty
+    list."""
 
-    def __init__(self, factor: float = FACTOR, slack_ms: float = SLACK_MS):
+    def __init__(self, factor: float = FACTOR, slack_ms: float = SLACK_MS, keep: int = KEEP):
         self._factor = factor
         self._slack_ms = slack_ms
+        self._keep = keep
 
     def filter(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[Backend]:
         """A subset of ``candidates``, order kept; the input list itself when every
@@ -53,4 +61,8 @@ class TtftHeadroomFilter:
         limit = max(self._factor * best, best + self._slack_ms)
         if max(times) <= limit:
             return survivors
-        return [b for b, t in zip(survivors, times) if t <= limit]
+        kept = [b for b, t in zip(survivors, times) if t <= limit]
+        if len(kept) >= self._keep:
+            return kept
+        soonest = sorted(range(len(times)), key=times.__getitem__)[:self._keep]
+        return [survivors[i] for i in sorted(soonest)]
