@@ -158,8 +158,9 @@ def router_config(policy: str, engines: list[tuple[str, int]],
                   scorers: dict[str, float] | None = None,
                   anchor: dict[str, Any] | None = None) -> Config:
     """One pool ``fleet`` over the engines, routed by the anchor preset ``policy`` (its
-    weights overridden by ``scorers``, other ``anchor`` settings merged in). The gate is the rules gate: with one pool its verdict
-    does not change the route, and the benchmark measures the anchor."""
+    weights overridden by ``scorers``, other ``anchor`` settings merged in). The gate is the
+    rules gate: with one pool its verdict does not change the route, and the benchmark
+    measures the anchor."""
     if "anchor" not in Config.model_fields:
         raise SystemExit("schedule: this llmroute has no `anchor:` config section yet, so "
                          "routing policies cannot be selected; nothing was measured")

@@ -6,8 +6,9 @@
   ``--scorers`` overrides weights for such runs). The headroom filter keeps only backends
   predicted to give the first token within 3× (or 1 s of) the soonest, at least the 3
   soonest: as a weighted term (0.25), ``expected-ttft`` was outvoted by the KV terms, which
-  kept sending bursts to the T4/1B (a 318k-token cache that always looks free, a prefill queue of 60k tokens and
-  7 s predicted — correctly — at the time); with the filter (at 2× / 500 ms) P95 TTFT fell
+  kept sending bursts to the T4/1B (a 318k-token cache that always looks free, a prefill
+  queue of 60k tokens and 7 s predicted — correctly — at the time); with the filter (at
+  2× / 500 ms) P95 TTFT fell
   from 2.3–3.7 s to 1.4–1.5 s over 1,000 requests. With the tail bounded by the filter,
   the KV terms can weigh more: ``kv-balance`` 0.45 (usage after placing the request,
   against the fleet's mean) with ``expected-ttft`` 0.1 gave full-run KV spreads of ±6.6–10.5

@@ -55,8 +55,8 @@ PASTED_CHARS = 1500
 DOC_LINE_CHARS = 400
 TOOL_WORD_MIN = 4
 TOOL_STEM = 5
-_CHOICES = re.compile(r"\b(?:options|choices|categories|labels)[^\S\n]*[:：]|(?:选项|类别|标签)[^\S\n]*[:：]",
-                      re.IGNORECASE)
+_CHOICES = re.compile(r"\b(?:options|choices|categories|labels)[^\S\n]*[:：]"
+                      r"|(?:选项|类别|标签)[^\S\n]*[:：]", re.IGNORECASE)
 _SPEAKER = re.compile(r"^[^\S\n]*[^\s:：][^\n:：]{0,23}[:：][^\S\n]*\S", re.MULTILINE)
 _FENCE = re.compile(r"```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _CJK = re.compile(f"[{CJK_CHARS}]")
@@ -181,7 +181,8 @@ def compress(request: ChatRequest) -> Compressed:
     pasted = is_pasted(raw[-1])
     return Compressed(text=text, latest=latest, code_blocks=blocks, code_lines=lines,
                       code_langs=langs, has_tools=bool(request.has_tools or names),
-                      tool_names=names, tool_match=tool_match(names, latest), turns=max(request.turns, len(turns), 1), cjk=cjk,
+                      tool_names=names, tool_match=tool_match(names, latest),
+                      turns=max(request.turns, len(turns), 1), cjk=cjk,
                       mixed=mixed, chars=sum(len(t) for t in raw), pasted=pasted,
                       document=pasted or is_document(raw[-1]),
                       choices=_CHOICES.search(latest) is not None)

@@ -55,7 +55,8 @@ def test_ttft_headroom_settings_reach_the_filter():
      "t.yaml:4: backends.0.gpu"),
     (BASE.replace('capabilities: [tools]', 'capabilities: [telepathy]'),
      "t.yaml:4: backends.0.capabilities.0"),
-], ids=["unknown-preset", "headroom-below-one", "keep-none", "unknown-picker", "two-gpu-sources", "unknown-capability"])
+], ids=["unknown-preset", "headroom-below-one", "keep-none", "unknown-picker",
+        "two-gpu-sources", "unknown-capability"])
 def test_errors_name_file_line_and_field(yaml_text, where):
     with pytest.raises(ConfigError) as err:
         parse_config(yaml_text, "t.yaml")
