@@ -76,6 +76,7 @@ def snapshot(backends: list[Backend], rng: random.Random, now: float) -> Metrics
         engines[b.id] = EngineSignals(
             now, "vllm", running=rng.randint(0, 64), waiting=rng.randint(0, 20),
             kv_cache_usage=rng.random(), kv_capacity_tokens=rng.choice((30_816, 108_752)),
+            tpot_p50_ms=rng.uniform(10, 80),
             idle_slots=rng.randint(0, 4), total_slots=4,
             gpu_mem_used_bytes=int(rng.uniform(10, 70) * GIB),
             gpu_mem_free_bytes=int(rng.uniform(5, 60) * GIB), gpu_util=rng.random())

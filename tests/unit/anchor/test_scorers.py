@@ -71,6 +71,20 @@ def test_kv_balance_weighs_the_request_against_each_cache_size():
                                    AB) == {"a": 0.5, "b": 0.5}
 
 
+def test_kv_balance_counts_a_request_longer_on_an_engine_that_decodes_slower():
+    # same 100k caches at 30 %; b decodes 3x slower (TPOT 60 vs 20 ms; mean 40): the
+    # 4000-token footprint is 4 points x 20/40 on a and 4 points x 60/40 on b
+    engines = {"a": signals(kv_cache_usage=0.3, kv_capacity_tokens=100_000, tpot_p50_ms=20.0),
+               "b": signals(kv_cache_usage=0.3, kv_capacity_tokens=100_000, tpot_p50_ms=60.0)}
+    ctx = context(engines=engines, req=request(prompt_tokens=3000, max_tokens=2000))
+    assert KvBalanceScorer().score(ctx, AB) == {"a": pytest.approx(0.5 - 0.02 * 5),
+                                                "b": pytest.approx(0.5 - 0.06 * 5)}
+    # an engine without a TPOT counts the plain share (weight 1)
+    engines["b"] = signals(kv_cache_usage=0.3, kv_capacity_tokens=100_000)
+    assert KvBalanceScorer().score(ctx, AB) == {"a": pytest.approx(0.5 - 0.04 * 5),
+                                                "b": pytest.approx(0.5 - 0.04 * 5)}
+
+
 STATS_CASES = [
     (InFlightScorer(), {"a": BackendStats("a", in_flight=1)}, {"a": 0.5, "b": 1.0}),
     (LatencyScorer(), {"a": BackendStats("a", ttft_p95_ms=300.0, ttft_baseline_ms=100.0),

@@ -7,7 +7,16 @@ cache size (``kv_capacity_tokens``, e.g. vLLM's ``cache_config_info``): the requ
 footprint, ``prompt tokens + max_tokens / 2`` (its mean KV over a life that grows from the
 prompt to prompt + output), is a share of that cache — 13 points of a 31k-token cache for a
 4k prompt, one point of a 318k-token one — so long requests go where they move the usage
-least. Without a known size the current usage is used."""
+least. Without a known size the current usage is used.
+
+The share is weighted by how long the request will hold it: by Little's law (Little, "A
+Proof for the Queuing Formula L = λW", Operations Research 9(3), 1961) an engine's mean KV
+occupancy is what it admits times how long each admission stays, and a request stays for
+its output tokens × the engine's time per output token. So the share is multiplied by the
+engine's TPOT (``tpot_p50_ms``) over the candidates' mean TPOT: an engine decoding three
+times slower than the fleet counts a request three times. Without a TPOT the weight is 1.
+In ``bench/schedule.py`` this took the two L4/8Bs (small caches, the slowest decode) from
+running fullest towards the mean."""
 
 from __future__ import annotations
 
@@ -25,8 +34,8 @@ HALF_SLOPE = 1 / (2 * BAND)
 
 class KvBalanceScorer(ColumnScorer):
     """``0.5 + (mean usage − usage after) / (2 · BAND)``, clamped to [0, 1], where usage is
-    ``1 − kv_free``, usage after adds ``footprint / kv_capacity_tokens`` where the size is
-    known (module docstring), and the mean is of the current usage over the candidates that
+    ``1 − kv_free``, usage after adds ``footprint × tpot / mean tpot / kv_capacity_tokens``
+    where the size is known (module docstring), and the mean is of the current usage over the candidates that
     report it; missing where the engine reports no usage."""
 
     name = "kv-balance"
@@ -56,8 +65,13 @@ def footprint(request: ChatRequest) -> float:
 
 def _free_after(ctx: AnchorContext, candidates: Sequence[Backend],
                 free: list[float]) -> list[float]:
-    """``free`` minus the request's share of each cache whose size is known (NaN stays)."""
+    """``free`` minus the request's share of each cache whose size is known, weighted by the
+    engine's TPOT over the candidates' mean TPOT (module docstring; NaN stays NaN)."""
     need, get = footprint(ctx.request), ctx.snapshot.engines.get
-    return [f - need / size if (e := get(b.id)) is not None
-            and (size := e.kv_capacity_tokens) else f
-            for b, f in zip(candidates, free)]
+    engines = [get(b.id) for b in candidates]
+    tpots = [e.tpot_p50_ms if e is not None else None for e in engines]
+    known = [t for t in tpots if t]
+    mean = sum(known) / len(known) if known else None
+    return [f - need * ((t / mean) if (t and mean) else 1.0) / size
+            if e is not None and (size := e.kv_capacity_tokens) else f
+            for e, t, f in zip(engines, tpots, free)]
