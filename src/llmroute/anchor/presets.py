@@ -14,7 +14,7 @@
   against the fleet's mean) with ``expected-ttft`` 0.1 gave full-run KV spreads of ±6.6–10.5
   (at 0.15/0.25: ±9.7–11.0, the L4s' small caches running fullest); 3× / 1 s, ±7.2–8.4;
   keeping at least the 3 soonest, ±7.6–7.9; with each request's KV share weighted by the
-  engine's relative TPOT (``kv-balance``), ±6.8–7.7. Left out: ``latency`` (its p95-vs-baseline
+  engine's relative TPOT (``kv-balance``), ±6.1–7.7. Left out: ``latency`` (its p95-vs-baseline
   lags the queue it reports; from 0.15 up it hurt the tail) and ``throughput`` 0.2 (herded
   load onto the fastest engine until it queued: P95 TTFT 2.2× least-in-flight).
 - ``round-robin``: no scorers; rotate (baseline).
