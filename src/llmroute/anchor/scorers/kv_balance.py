@@ -35,8 +35,8 @@ HALF_SLOPE = 1 / (2 * BAND)
 class KvBalanceScorer(ColumnScorer):
     """``0.5 + (mean usage − usage after) / (2 · BAND)``, clamped to [0, 1], where usage is
     ``1 − kv_free``, usage after adds ``footprint × tpot / mean tpot / kv_capacity_tokens``
-    where the size is known (module docstring), and the mean is of the current usage over the candidates that
-    report it; missing where the engine reports no usage."""
+    where the size is known (module docstring), and the mean is of the current usage over
+    the candidates that report it; missing where the engine reports no usage."""
 
     name = "kv-balance"
     bounded = True
@@ -69,9 +69,8 @@ def _free_after(ctx: AnchorContext, candidates: Sequence[Backend],
     engine's TPOT over the candidates' mean TPOT (module docstring; NaN stays NaN)."""
     need, get = footprint(ctx.request), ctx.snapshot.engines.get
     engines = [get(b.id) for b in candidates]
-    tpots = [e.tpot_p50_ms if e is not None else None for e in engines]
-    known = [t for t in tpots if t]
-    mean = sum(known) / len(known) if known else None
-    return [f - need * ((t / mean) if (t and mean) else 1.0) / size
+    known = [t for e in engines if e is not None and (t := e.tpot_p50_ms)]
+    per_tpot = need * len(known) / sum(known) if known else need  # need / mean TPOT
+    return [f - (per_tpot * t if (t := e.tpot_p50_ms) else need) / size
             if e is not None and (size := e.kv_capacity_tokens) else f
-            for e, t, f in zip(engines, tpots, free)]
+            for e, f in zip(engines, free)]
