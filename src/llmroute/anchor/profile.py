@@ -19,11 +19,12 @@ Total score of a backend, from the scorers ``s`` with weight ``w`` and clamped s
 
 **Cost.** One decision is a few list passes per scorer over the survivors: scorers that
 offer ``column`` (``anchor/scorers/base.py``) return values aligned with the survivors,
-NaN for missing, and a column that is complete and inside [0, 1] — checked by ``sum``,
-``min`` and ``max`` in C — is added in one comprehension; only a column with gaps or
-out-of-range values takes the per-backend path. Per-backend ``scores`` dicts are built
-for the returned candidates only (``rank(…, limit=k)``: the first ``k`` in the picker's
-order). ``bench/decide.py`` measures it.
+NaN for missing (each candidate's signals are looked up once per decision and shared:
+``engine_rows``, ``stats_rows``), and columns that are complete and inside [0, 1] —
+checked by ``sum``, ``min`` and ``max`` in C — are added two per comprehension; only a
+column with gaps or out-of-range values takes the per-backend path. Per-backend ``scores``
+dicts are built for the returned candidates only (``rank(…, limit=k)``: the first ``k`` in
+the picker's order). ``bench/decide.py`` measures it.
 """
 
 from __future__ import annotations
@@ -129,35 +130,50 @@ def _clean(col: Column, bounded: bool) -> bool:
 
 def _totals(active: Sequence[tuple[Scorer, float]], bounded: Sequence[bool],
             cols: list[Column], n: int) -> list[float]:
-    """Total per survivor (module docstring): complete columns in one pass each; a column
-    with gaps or out-of-range values per backend, then renormalised over what is present.
-    A negative weight's constant part (``w`` of ``w + |w|·x``) is added once at the end."""
-    acc: list[float] | None = None
+    """Total per survivor (module docstring): the complete columns summed together
+    (``_weighted_sum``), then a column with gaps or out-of-range values per backend, and
+    the totals renormalised over what is present. A negative weight's constant part (``w``
+    of ``w + |w|·x``) is added once at the end."""
+    complete: list[tuple[float, Column]] = []
+    gappy: list[tuple[float, float, Column]] = []
     const = 0.0  # Σ offsets of the complete columns
-    present: list[float] | None = None  # per backend, once some column has gaps
-    done = 0.0  # |w| of the complete columns so far
     for (_, w), sure, col in zip(active, bounded, cols):
         offset, scale = (0.0, w) if w >= 0 else (w, -w)  # w·x, or w·(1−x) = w + |w|·x
         if n and _clean(col, sure):
-            acc = ([scale * x for x in col] if acc is None
-                   else [a + scale * x for a, x in zip(acc, col)])
+            complete.append((scale, col))
             const += offset
-            done += scale
-            continue
-        if acc is None:
-            acc = [0.0] * n
-        if present is None:
-            present = [0.0] * n
-        _accumulate(col, offset, scale, acc, present)
-    if acc is None:
-        acc = [0.0] * n
+        else:
+            gappy.append((offset, scale, col))
+    acc = _weighted_sum(complete, n)
     if const:
         acc = [a + const for a in acc]
-    if present is None:
+    if not gappy:
         return acc
+    present = [0.0] * n
+    for offset, scale, col in gappy:
+        _accumulate(col, offset, scale, acc, present)
+    done = sum(scale for scale, _ in complete)
     full = sum(abs(w) for _, w in active)
     mid = sum(w for _, w in active) / 2.0
     return [_renormalise(a, p + done, full, mid) for a, p in zip(acc, present)]
+
+
+def _weighted_sum(columns: list[tuple[float, Column]], n: int) -> list[float]:
+    """``Σ scale · column`` per position (``n`` of them), two columns per list pass (a
+    pass costs about as much as the arithmetic it carries at 100 backends)."""
+    if not columns:
+        return [0.0] * n
+    scale, col = columns[0]
+    acc = [scale * x for x in col]
+    i = 1
+    while i + 1 < len(columns):
+        (s, xs), (t, ys) = columns[i], columns[i + 1]
+        acc = [a + s * x + t * y for a, x, y in zip(acc, xs, ys)]
+        i += 2
+    if i < len(columns):
+        s, xs = columns[i]
+        acc = [a + s * x for a, x in zip(acc, xs)]
+    return acc
 
 
 def _accumulate(col: Column, offset: float, scale: float, acc: list[float],
@@ -180,10 +196,12 @@ def _candidates(order: list[str], survivors: list[Backend], ids: list[str],
                 totals: dict[str, float], names: list[str], cols: list[Column]
                 ) -> list[Candidate]:
     """``Candidate``s for ``order``, each with its clamped per-scorer scores."""
-    where = dict(zip(ids, range(len(ids))))
+    # a few (the request path builds ``max_attempts``): a C-level scan of ``ids`` each;
+    # a full order: one index map
+    where = ids.index if len(order) <= 8 else dict(zip(ids, range(len(ids)))).__getitem__
     out = []
     for bid in order:
-        i = where[bid]
+        i = where(bid)
         scores = {}
         for name, col in zip(names, cols):
             x = col[i]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from llmroute.types import Backend, ChatRequest, Intent, MetricsSnapshot
 
@@ -14,7 +14,8 @@ class AnchorContext:
     """Everything a filter or scorer may read: the request, its intent, the signals (fresh
     only: a stale signal is absent), the time (s), and the ``pools`` the plan allows (None:
     any). ``columns`` is a per-decision memo (``scorers/base.memo_column``): a column two
-    scorers read (``kv-cache`` and ``kv-balance``) is computed once per decision; it starts
+    scorers read (``kv-cache`` and ``kv-balance``; each candidate's engine signals and
+    stats, ``engine_rows``/``stats_rows``) is computed once per decision; it starts
     empty with every context (``dataclasses.replace`` too), so it never outlives the signals
     it came from."""
 
@@ -23,7 +24,7 @@ class AnchorContext:
     snapshot: MetricsSnapshot
     now: float
     pools: frozenset[str] | None = None
-    columns: dict[tuple[str, int], tuple[object, list[float]]] = field(
+    columns: dict[tuple[str, int], tuple[object, list[Any]]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
 
 

@@ -79,8 +79,10 @@ def test_kv_balance_counts_a_request_longer_on_an_engine_that_decodes_slower():
     ctx = context(engines=engines, req=request(prompt_tokens=3000, max_tokens=2000))
     assert KvBalanceScorer().score(ctx, AB) == {"a": pytest.approx(0.5 - 0.02 * 5),
                                                 "b": pytest.approx(0.5 - 0.06 * 5)}
-    # an engine without a TPOT counts the plain share (weight 1)
+    # an engine without a TPOT counts the plain share (weight 1); a new decision, a new
+    # context (a context memoises each candidate's signals)
     engines["b"] = signals(kv_cache_usage=0.3, kv_capacity_tokens=100_000)
+    ctx = context(engines=engines, req=request(prompt_tokens=3000, max_tokens=2000))
     assert KvBalanceScorer().score(ctx, AB) == {"a": pytest.approx(0.5 - 0.04 * 5),
                                                 "b": pytest.approx(0.5 - 0.04 * 5)}
 

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from llmroute.anchor.protocol import AnchorContext
 from llmroute.anchor.sources.signals import EngineSignals
 from llmroute.types import Backend, BackendStats
+
+T = TypeVar("T")
 
 NAN = math.nan
 """The column value of a missing signal."""
@@ -43,8 +46,7 @@ def present(candidates: Sequence[Backend],
 
 
 def memo_column(ctx: AnchorContext, name: str, candidates: Sequence[Backend],
-                compute: Callable[[AnchorContext, Sequence[Backend]], list[float]]
-                ) -> list[float]:
+                compute: Callable[[AnchorContext, Sequence[Backend]], list[T]]) -> list[T]:
     """``compute(ctx, candidates)``, computed once per decision: kept in ``ctx.columns``
     under ``name`` for this very ``candidates`` sequence (identity; the memo holds it, so
     its id cannot be reused while the entry lives). Callers must not mutate the result."""
@@ -55,6 +57,32 @@ def memo_column(ctx: AnchorContext, name: str, candidates: Sequence[Backend],
     column = compute(ctx, candidates)
     ctx.columns[key] = (candidates, column)
     return column
+
+
+def engine_rows(ctx: AnchorContext, candidates: Sequence[Backend]
+                ) -> list[EngineSignals | None]:
+    """Each candidate's fresh engine signals (None: absent or stale), in order; looked up
+    once per decision and shared by the scorers that read them (``memo_column``). Callers
+    must not mutate the result."""
+    return memo_column(ctx, "engine-rows", candidates, _engine_rows)
+
+
+def stats_rows(ctx: AnchorContext, candidates: Sequence[Backend]
+               ) -> list[BackendStats | None]:
+    """Each candidate's router-side stats (None: not tracked), in order; looked up once per
+    decision and shared like ``engine_rows``. Callers must not mutate the result."""
+    return memo_column(ctx, "stats-rows", candidates, _stats_rows)
+
+
+def _engine_rows(ctx: AnchorContext, candidates: Sequence[Backend]
+                 ) -> list[EngineSignals | None]:
+    get = ctx.snapshot.engines.get
+    return [get(b.id) for b in candidates]
+
+
+def _stats_rows(ctx: AnchorContext, candidates: Sequence[Backend]) -> list[BackendStats | None]:
+    get = ctx.snapshot.stats.get
+    return [get(b.id) for b in candidates]
 
 
 def as_map(candidates: Sequence[Backend], column: list[float]) -> dict[str, float]:

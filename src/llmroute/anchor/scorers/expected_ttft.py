@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llmroute.anchor.protocol import AnchorContext
-from llmroute.anchor.scorers.base import NAN, ColumnScorer, memo_column
+from llmroute.anchor.scorers.base import NAN, ColumnScorer, memo_column, stats_rows
 from llmroute.types import Backend, BackendStats
 
 
@@ -40,8 +40,7 @@ PREDICTED = "predicted-ttft"
 
 
 def _predict(ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
-    get, prompt = ctx.snapshot.stats.get, max(ctx.request.prompt_tokens, 1)
-    stats = [get(b.id) for b in candidates]
+    prompt, stats = max(ctx.request.prompt_tokens, 1), stats_rows(ctx, candidates)
     try:  # the common case: every candidate has a fitted model (one pass)
         # expected_ttft_ms inlined: a call per backend costs ~40 % more at 100 backends
         return [(s.prefill_overhead_ms or 0.0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llmroute.anchor.protocol import AnchorContext
-from llmroute.anchor.scorers.base import ColumnScorer
+from llmroute.anchor.scorers.base import ColumnScorer, stats_rows
 from llmroute.types import Backend
 
 
@@ -18,6 +18,5 @@ class InFlightScorer(ColumnScorer):
 
     def column(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
         """See the class docstring."""
-        get = ctx.snapshot.stats.get
-        return [1.0 if (s := get(b.id)) is None else 1.0 / (1.0 + s.in_flight)
-                for b in candidates]
+        return [1.0 if s is None else 1.0 / (1.0 + s.in_flight)
+                for s in stats_rows(ctx, candidates)]

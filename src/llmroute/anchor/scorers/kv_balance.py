@@ -23,8 +23,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llmroute.anchor.protocol import AnchorContext
-from llmroute.anchor.scorers.base import ColumnScorer
+from llmroute.anchor.scorers.base import ColumnScorer, engine_rows
 from llmroute.anchor.scorers.kv_cache import KvCacheScorer
+from llmroute.anchor.sources.signals import EngineSignals
 from llmroute.types import Backend, ChatRequest
 
 BAND = 0.10
@@ -53,8 +54,15 @@ class KvBalanceScorer(ColumnScorer):
         # 0.5 + (mean usage - usage) / (2 BAND) = 0.5 + (free - mean free) * HALF_SLOPE;
         # a NaN (missing) fails both comparisons and stays NaN
         offset = 0.5 - HALF_SLOPE * sum(known) / len(known)
-        return [0.0 if (v := HALF_SLOPE * f + offset) < 0.0 else 1.0 if v > 1.0 else v
-                for f in _free_after(ctx, candidates, free)]
+        engines = engine_rows(ctx, candidates)
+        share = _share_per_tpot(ctx.request, engines)  # the request's KV share per TPOT ms
+        need = footprint(ctx.request)
+        # usage after = 1 - free + share x TPOT / size (need / size without a TPOT; nothing
+        # without a size); the score folded into the same pass
+        return [0.0 if (v := HALF_SLOPE * (
+                    f - (share * t if (t := e.tpot_p50_ms) else need) / size
+                    if e is not None and (size := e.kv_capacity_tokens) else f) + offset) < 0.0
+                else 1.0 if v > 1.0 else v for e, f in zip(engines, free)]
 
 
 def footprint(request: ChatRequest) -> float:
@@ -63,14 +71,10 @@ def footprint(request: ChatRequest) -> float:
     return max(request.prompt_tokens, 1) + (request.max_tokens or 0) / 2
 
 
-def _free_after(ctx: AnchorContext, candidates: Sequence[Backend],
-                free: list[float]) -> list[float]:
-    """``free`` minus the request's share of each cache whose size is known, weighted by the
-    engine's TPOT over the candidates' mean TPOT (module docstring; NaN stays NaN)."""
-    need, get = footprint(ctx.request), ctx.snapshot.engines.get
-    engines = [get(b.id) for b in candidates]
+def _share_per_tpot(request: ChatRequest, engines: list[EngineSignals | None]) -> float:
+    """``footprint / mean TPOT`` over the engines that report a TPOT (tokens per ms; the
+    footprint itself when none does): times an engine's TPOT, the request's weighted KV
+    need there (module docstring)."""
+    need = footprint(request)
     known = [t for e in engines if e is not None and (t := e.tpot_p50_ms)]
-    per_tpot = need * len(known) / sum(known) if known else need  # need / mean TPOT
-    return [f - (per_tpot * t if (t := e.tpot_p50_ms) else need) / size
-            if e is not None and (size := e.kv_capacity_tokens) else f
-            for e, f in zip(engines, free)]
+    return need * len(known) / sum(known) if known else need

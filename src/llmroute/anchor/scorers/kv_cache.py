@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llmroute.anchor.protocol import AnchorContext
-from llmroute.anchor.scorers.base import NAN, ColumnScorer, memo_column
+from llmroute.anchor.scorers.base import NAN, ColumnScorer, engine_rows, memo_column
 from llmroute.anchor.sources.signals import EngineSignals
 from llmroute.types import Backend
 
@@ -35,9 +35,8 @@ class KvCacheScorer(ColumnScorer):
 
 
 def _free_column(ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
-    get = ctx.snapshot.engines.get
-    return [1.0 - u if (e := get(b.id)) is not None and (u := e.kv_cache_usage) is not None
-            else _nan_if_none(kv_free(e)) for b in candidates]
+    return [1.0 - u if e is not None and (u := e.kv_cache_usage) is not None
+            else _nan_if_none(kv_free(e)) for e in engine_rows(ctx, candidates)]
 
 
 def _nan_if_none(x: float | None) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llmroute.anchor.protocol import AnchorContext
-from llmroute.anchor.scorers.base import NAN, ColumnScorer
+from llmroute.anchor.scorers.base import NAN, ColumnScorer, stats_rows
 from llmroute.types import Backend, BackendStats
 
 
@@ -31,10 +31,8 @@ class LatencyScorer(ColumnScorer):
 
     def column(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
         """See the class docstring; NaN where missing."""
-        get = ctx.snapshot.stats.get
         out = []
-        for b in candidates:
-            s = get(b.id)
+        for s in stats_rows(ctx, candidates):
             r = None if s is None else latency_ratio(s)
             out.append(NAN if r is None else r)
         return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llmroute.anchor.protocol import AnchorContext
-from llmroute.anchor.scorers.base import NAN, ColumnScorer
+from llmroute.anchor.scorers.base import NAN, ColumnScorer, engine_rows
 from llmroute.types import Backend
 
 
@@ -20,6 +20,5 @@ class QueueDepthScorer(ColumnScorer):
 
     def column(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
         """See the class docstring; NaN where missing."""
-        get = ctx.snapshot.engines.get
-        return [NAN if (e := get(b.id)) is None or (w := e.waiting) is None
-                else 1.0 / (1.0 + w) for b in candidates]
+        return [NAN if e is None or (w := e.waiting) is None else 1.0 / (1.0 + w)
+                for e in engine_rows(ctx, candidates)]
