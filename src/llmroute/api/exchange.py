@@ -17,7 +17,6 @@ OpenAI error event, so this is a bug path).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -69,7 +68,7 @@ class Exchange:
         rt: Runtime = request.app.state.runtime
         body = await read_json(request, rt.config.server.max_body_bytes)
         chat = self._parse(body, request_id(request))
-        async with _cancel_on_disconnect(request.receive) as gone:
+        async with DisconnectWatch(request.receive) as watch:
             try:
                 routed = await pipeline.route(rt, chat)
                 if routed.stream is None:
@@ -77,7 +76,7 @@ class Exchange:
                 else:
                     await _send_stream(send, routed.stream, routed.headers)
             except asyncio.CancelledError:
-                if not gone.is_set():
+                if not watch.gone:
                     raise
 
 
@@ -87,34 +86,42 @@ WATCH_AFTER_S = 0.05
 noticed at most this much later — nothing next to a generation's seconds."""
 
 
-@contextlib.asynccontextmanager
-async def _cancel_on_disconnect(receive: Receive) -> AsyncIterator[asyncio.Event]:
-    """While the block runs, a client disconnect cancels the current task; the yielded
-    event is set when that happened (the block then swallows the cancellation). The watcher
-    task starts ``WATCH_AFTER_S`` into the block."""
-    task, gone = asyncio.current_task(), asyncio.Event()
-    assert task is not None
-    watcher: asyncio.Task[None] | None = None
+class DisconnectWatch:
+    """``async with DisconnectWatch(receive) as watch``: while the block runs, a client
+    disconnect cancels the current task, ``watch.gone`` becomes True and the block swallows
+    the cancellation. The watcher task starts ``WATCH_AFTER_S`` into the block. A class
+    rather than a generator-based context manager: it is entered once per request, and a
+    quick answer then costs one timer handle."""
 
-    async def watch() -> None:
-        while (await receive())["type"] != "http.disconnect":
+    def __init__(self, receive: Receive) -> None:
+        self._receive = receive
+        self.gone = False
+        self._task: asyncio.Task[Any] | None = None
+        self._watcher: asyncio.Task[None] | None = None
+        self._later: asyncio.TimerHandle | None = None
+
+    async def __aenter__(self) -> DisconnectWatch:
+        self._task = asyncio.current_task()
+        self._later = asyncio.get_running_loop().call_later(WATCH_AFTER_S, self._start)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._later is not None and self._task is not None
+        self._later.cancel()
+        if self._watcher is not None:
+            self._watcher.cancel()
+        if self.gone:
+            self._task.uncancel()
+
+    def _start(self) -> None:
+        self._watcher = asyncio.create_task(self._watch())
+
+    async def _watch(self) -> None:
+        while (await self._receive())["type"] != "http.disconnect":
             pass
-        gone.set()
-        task.cancel()
-
-    def start() -> None:
-        nonlocal watcher
-        watcher = asyncio.create_task(watch())
-
-    later = asyncio.get_running_loop().call_later(WATCH_AFTER_S, start)
-    try:
-        yield gone
-    finally:
-        later.cancel()
-        if watcher is not None:
-            watcher.cancel()
-        if gone.is_set():
-            task.uncancel()
+        assert self._task is not None
+        self.gone = True
+        self._task.cancel()
 
 
 async def _send_json(send: Send, body: Any, headers: dict[str, str]) -> None:

@@ -177,6 +177,23 @@ async def test_failure_after_first_byte_ends_with_error_event(step):
     assert json.loads(data[0])["choices"][0]["delta"]["content"] == "Hello"
 
 
+async def test_non_streamed_answer_past_the_total_timeout_fails_over_or_is_a_503():
+    async with serve_upstream([("hang", 5)]) as slow, serve_upstream(["ok"]) as fast:
+        cfg = two(slow, fast, timeouts={"total_s": 0.3})
+        async with open_router(cfg) as (_, client):
+            rs = [await client.post(CHAT, json=chat()) for _ in range(2)]
+        alone = make_config([{"id": "a", "pool": "general", "base_url": slow.base_url}],
+                            timeouts={"total_s": 0.3})
+        async with open_router(alone) as (_, client):
+            lone = await asyncio.wait_for(client.post(CHAT, json=chat()), 3.0)
+    assert all(r.status_code == 200 for r in rs)
+    assert {r.headers["x-llmroute-backend"] for r in rs} == {"b"}
+    err = lone.json()["error"]  # every attempt timed out: nothing could serve
+    assert lone.status_code == 503 and err["code"] == "no_backend_available"
+    assert set(err) == {"message", "type", "param", "code"}
+    assert "a: no answer within 0.3 s" in err["message"]
+
+
 async def test_model_selects_pool_or_served_model():
     async with serve_upstream(["ok"]) as a, serve_upstream(["ok"]) as b:
         cfg = make_config([{"id": "a", "pool": "general", "base_url": a.base_url,
