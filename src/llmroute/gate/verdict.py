@@ -18,12 +18,17 @@ overrides, and the verdict's confidence, runners-up, entropy, conflict and compo
   follow-up; −3 makes that definition nearly hard while a request with a new pasted text
   keeps its task); pasted material in a
   single-turn request (a transcript or a long document, ``Compressed.pasted``) → ``chat``
-  −2, and the rules' ``chat`` keyword evidence is dropped back to its prior (a pasted
+  −3, and the rules' ``chat`` keyword evidence is dropped back to its prior (a pasted
   script is material for a task, not conversation with the assistant; its greetings and
-  thanks are the speakers', not the user's), and ``reasoning`` −1 (its "why"s and
-  "because"s are the material's; a puzzle or argument to work through is stated, not
-  pasted); a supplied text to work on
-  (``Compressed.document``) in a single-turn request → ``open_qa`` −3 (open_qa is a
+  thanks are the speakers', not the user's; −3, like the follow-up and document terms,
+  makes that definition nearly hard: at −2 a meeting transcript whose opening is all
+  greetings and small talk still came out chat), and ``reasoning`` −2 (its "why"s and
+  "because"s are the material's; a puzzle or argument to work through is stated as
+  premises, not pasted; −1 let meeting transcripts full of "why"s come out reasoning once
+  chat was ruled out. A shorter supplied passage gets no such term: a puzzle can be stated
+  as one, e.g. a paragraph of clues followed by "answer the questions"); a supplied text
+  to work on (``Compressed.document``) in a single-turn request → ``open_qa`` −3 (open_qa
+  is a
   knowledge question without a given text; a question about a given passage is extraction,
   summarization or classification: docs/intents.md. Like the follow-up term, −3 makes that
   definition nearly hard — the n-gram head, which reads "answer the question" in both, needs
@@ -74,8 +79,8 @@ MULTI_TURN_MIN = 2
 FOLLOW_UP_PENALTY = -3.0
 FOLLOW_UP_TASKS = ("open_qa", "summarization", "extraction", "classification", "translation",
                    "creative_writing", "brainstorming")
-PASTED_CHAT_PENALTY = -2.0
-PASTED_REASONING_PENALTY = -1.0
+PASTED_CHAT_PENALTY = -3.0
+PASTED_REASONING_PENALTY = -2.0
 DOCUMENT_OPEN_QA_PENALTY = -3.0
 CHOICES_BOOST = 1.5
 ENCODER_WEIGHT = 0.5

@@ -80,6 +80,17 @@ def test_the_whys_of_a_pasted_transcript_are_not_a_puzzle() -> None:
     assert pasted["reasoning"] < inline["reasoning"]
 
 
+def test_a_pasted_meeting_full_of_greetings_and_whys_is_neither_chat_nor_a_puzzle() -> None:
+    """A transcript is material for a task: its hellos and whys are the speakers' (chat −3,
+    reasoning −2), so with no other evidence neither conversation nor a puzzle wins."""
+    lines = ["Ana: hi all, good morning!", "Raj: morning! how are you?",
+             "Ana: why did the launch slip?", "Raj: because QA found two bugs, why else",
+             "Li: thanks, see you tomorrow", "What did they decide about the launch?"]
+    p = stage("\n".join(lines))
+    assert max(p, key=p.get) not in ("chat", "reasoning")
+    assert p["chat"] < 0.05 and p["reasoning"] < 0.15
+
+
 def test_a_supplied_passage_makes_a_question_less_open_qa() -> None:
     question = "Who rebuilt the mill, and when?"
     separate = stage(f"{PASSAGE}\n\n{question}")
