@@ -37,8 +37,9 @@ overrides, and the verdict's confidence, runners-up, entropy, conflict and compo
   (``Compressed.choices``: ``Options:``, ``Categories:``, 选项：…) → ``classification``
   +1.5. The heads see few prompts with tools or many turns, so these are stated rather than
   learnt; the values were chosen on out-of-fold predictions over the utterances and on the
-  development sets; the follow-up, tool-match and document terms were also checked against
-  the public benchmark figure, which is therefore optimistic (docs/gate.md).
+  development sets; the follow-up, tool-match, document and pasted-material terms (and
+  applying the terms to the second opinion, below) were also checked against the public
+  benchmark figure, which is therefore optimistic (docs/gate.md).
 - **second opinion**: ``log p' = log p + w · (log p_encoder + s)`` with
   ``w = ENCODER_WEIGHT · (1 − cjk)``: the English-only MiniLM counts for less the more of the
   text is Chinese/Japanese/Korean; under ``ENCODER_MIN_WEIGHT`` (0.1, i.e. more than 80 %
