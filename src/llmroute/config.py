@@ -239,7 +239,7 @@ class GateConfig(_Strict):
     kind: Literal["semantic", "rules", "off"] = "semantic"
     rules: dict[str, list[str]] = {}
     utterances: dict[str, list[str]] = {}
-    second_opinion_below: float = Field(0.6, ge=0, le=1)
+    second_opinion_below: float = Field(0.65, ge=0, le=1)
     composite_margin: float = Field(0.15, ge=0, le=1)
     cache_size: int = Field(4096, ge=0)
     cache_ttl_s: float = Field(300.0, gt=0)

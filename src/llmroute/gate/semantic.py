@@ -11,7 +11,8 @@ Per request (docs/gate.md):
    weight ``verdict.encoder_weight(cjk)`` is at least ``ENCODER_MIN_WEIGHT``; below it its
    answer cannot move the verdict, so it is not computed) and the encoder is loaded,
    MiniLM embeds the latest turn (micro-batched in a worker thread for ``classify_async``,
-   inline for ``classify``) and the two opinions are combined (source ``fast+encoder``);
+   inline for ``classify``) and the two opinions are combined, the encoder's under the same
+   structure terms as the first stage (``verdict.structure_vector``; source ``fast+encoder``);
 5. config rule overrides (hot-reloaded) are applied last (source gains ``+rule``);
 6. complexity from ``complexity.ComplexityScorer`` over the compressed text (so a 1 MB prompt
    costs what a 1 kB one does), with the request's token count for length.
@@ -53,6 +54,7 @@ from llmroute.gate.verdict import (
     make_intent,
     nothing_intent,
     override,
+    structure_vector,
 )
 from llmroute.types import ChatRequest, Intent
 
@@ -200,7 +202,9 @@ class SemanticGate:
         if embedding is None or self.model is None or self.model.embed is None:
             return scored
         p_enc = self.model.encoder_proba(embedding)
-        final = _Scored(combine(scored.probs, p_enc, c.cjk), scored.complexity, "fast+encoder")
+        structure = structure_vector(c, self.model.classes)
+        final = _Scored(combine(scored.probs, p_enc, c.cjk, structure), scored.complexity,
+                        "fast+encoder")
         self._cache[c.key] = final
         return final
 

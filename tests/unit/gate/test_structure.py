@@ -16,7 +16,12 @@ from llmroute.gate.examples import read_labelled, shipped_utterances
 from llmroute.gate.intents import INTENTS
 from llmroute.gate.rules import RulesClassifier
 from llmroute.gate.semantic import SemanticGate
-from llmroute.gate.verdict import first_stage, structure_terms
+from llmroute.gate.verdict import (
+    combine,
+    first_stage,
+    structure_terms,
+    structure_vector,
+)
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 UTTERANCES = (Path(__file__).resolve().parents[3] / "src" / "llmroute" / "gate" / "data"
@@ -75,6 +80,17 @@ def test_the_whys_of_a_pasted_transcript_are_not_a_puzzle() -> None:
     assert pasted["reasoning"] < inline["reasoning"]
 
 
+def test_a_pasted_meeting_full_of_greetings_and_whys_is_neither_chat_nor_a_puzzle() -> None:
+    """A transcript is material for a task: its hellos and whys are the speakers' (chat −3,
+    reasoning −2), so with no other evidence neither conversation nor a puzzle wins."""
+    lines = ["Ana: hi all, good morning!", "Raj: morning! how are you?",
+             "Ana: why did the launch slip?", "Raj: because QA found two bugs, why else",
+             "Li: thanks, see you tomorrow", "What did they decide about the launch?"]
+    p = stage("\n".join(lines))
+    assert max(p, key=p.get) not in ("chat", "reasoning")
+    assert p["chat"] < 0.05 and p["reasoning"] < 0.15
+
+
 def test_a_supplied_passage_makes_a_question_less_open_qa() -> None:
     question = "Who rebuilt the mill, and when?"
     separate = stage(f"{PASSAGE}\n\n{question}")
@@ -101,6 +117,30 @@ def test_a_follow_up_without_a_document_favours_chat_over_task_intents() -> None
     penalised = {label for label, value in structure_terms(compress(prompt_request("", pasted)))
                  if value < 0}
     assert "summarization" not in penalised
+
+
+def test_the_encoder_opinion_is_taken_under_the_same_structure_terms() -> None:
+    """MiniLM reads only the latest turn: a factual follow-up looks like a stand-alone
+    open_qa question to it. Under the follow-up's structure terms its opinion no longer
+    undoes the first stage's chat verdict; without them it does."""
+    turns = [{"role": "user", "content": "Which planet has the most moons?"},
+             {"role": "assistant", "content": "Saturn, at last count."},
+             {"role": "user", "content": "What is the largest of Saturn's moons?"}]
+    c = compress(prompt_request("", turns))
+    s = structure_vector(c, INTENTS)
+    assert s[INTENTS.index("open_qa")] < 0 < s[INTENTS.index("chat")]
+    p_first = np.full(len(INTENTS), 0.02)
+    p_first[INTENTS.index("chat")], p_first[INTENTS.index("open_qa")] = 0.45, 0.2
+    p_enc = np.full(len(INTENTS), 0.01)
+    p_enc[INTENTS.index("open_qa")], p_enc[INTENTS.index("chat")] = 0.9, 0.01
+    p_first, p_enc = p_first / p_first.sum(), p_enc / p_enc.sum()
+    blind = combine(p_first, p_enc, c.cjk)
+    seen = combine(p_first, p_enc, c.cjk, s)
+    assert INTENTS[int(np.argmax(blind))] == "open_qa"
+    assert INTENTS[int(np.argmax(seen))] == "chat"
+    assert np.isclose(seen.sum(), 1.0)
+    single = compress_text("What is the largest of Saturn's moons?")
+    assert not structure_vector(single, INTENTS).any()
 
 
 @pytest.mark.parametrize(("names", "text", "match"), [
