@@ -48,12 +48,12 @@ class KvBalanceScorer(ColumnScorer):
     def column(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
         """See the class docstring; NaN where the KV signal is missing."""
         free = self._free.column(ctx, candidates)  # the kv-cache column, once per decision
-        known = [f for f in free if f == f]  # NaN != NaN
-        if not known:
+        mean = _mean_known(free)
+        if mean is None:
             return list(free)
         # 0.5 + (mean usage - usage) / (2 BAND) = 0.5 + (free - mean free) * HALF_SLOPE;
         # a NaN (missing) fails both comparisons and stays NaN
-        offset = 0.5 - HALF_SLOPE * sum(known) / len(known)
+        offset = 0.5 - HALF_SLOPE * mean
         engines = engine_rows(ctx, candidates)
         share = _share_per_tpot(ctx.request, engines)  # the request's KV share per TPOT ms
         need = footprint(ctx.request)
@@ -71,10 +71,27 @@ def footprint(request: ChatRequest) -> float:
     return max(request.prompt_tokens, 1) + (request.max_tokens or 0) / 2
 
 
+def _mean_known(column: list[float]) -> float | None:
+    """The mean of the non-NaN values (None: all NaN or empty). A column without a NaN —
+    the common case, told by its C-level ``sum`` — takes no Python pass."""
+    total = sum(column)
+    if total == total:  # no NaN (NaN != NaN)
+        return total / len(column) if column else None
+    known = [x for x in column if x == x]
+    return sum(known) / len(known) if known else None
+
+
 def _share_per_tpot(request: ChatRequest, engines: list[EngineSignals | None]) -> float:
     """``footprint / mean TPOT`` over the engines that report a TPOT (tokens per ms; the
     footprint itself when none does): times an engine's TPOT, the request's weighted KV
     need there (module docstring)."""
     need = footprint(request)
+    try:  # the common case: every engine reports a TPOT (one pass, no filtering)
+        tpots = [e.tpot_p50_ms for e in engines]  # AttributeError: no signals (None)
+        total = sum(tpots)  # TypeError: a TPOT is None
+        if total > 0 and min(tpots) > 0:
+            return need * len(tpots) / total
+    except (AttributeError, TypeError):
+        pass
     known = [t for e in engines if e is not None and (t := e.tpot_p50_ms)]
     return need * len(known) / sum(known) if known else need
