@@ -106,6 +106,16 @@ def test_the_whys_of_a_supplied_review_are_not_reasoning_keywords() -> None:
     assert stage(f"{zh}\n\n这条影评是好评还是差评？")["reasoning"] < 0.1
 
 
+def test_the_figures_of_a_supplied_article_are_not_maths_keywords() -> None:
+    """A supplied article's numbers and percentages are its author's: the rules' maths
+    evidence is held at the prior, while the same figures as the request still count."""
+    article = ("Sales rose 12 percent to $4 million, and the firm hired 30 more staff; how many "
+               "stores it will open next year, and the average price, are still open. " * 4)
+    supplied = stage(f"{article}\n\nWhat did the firm say about hiring?")
+    own = stage("Sales rose 12 percent to $4 million. How many dollars is the rise?")
+    assert supplied["math"] < 0.1 < own["math"]
+
+
 def test_a_supplied_passage_makes_a_question_less_open_qa() -> None:
     question = "Who rebuilt the mill, and when?"
     separate = stage(f"{PASSAGE}\n\n{question}")
