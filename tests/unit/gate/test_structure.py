@@ -91,6 +91,31 @@ def test_a_pasted_meeting_full_of_greetings_and_whys_is_neither_chat_nor_a_puzzl
     assert p["chat"] < 0.05 and p["reasoning"] < 0.15
 
 
+def test_the_whys_of_a_supplied_review_are_not_reasoning_keywords() -> None:
+    """In a supplied text the rules' reasoning keywords (why, because, prove, 为什么) are the
+    author's: their evidence is held at the prior, so a review to label that argues "why"
+    is not pulled towards reasoning, while the same words as the request itself still are."""
+    review = ("I wanted to prove the critics wrong, but I cannot explain why anyone liked this "
+              "film: the plot makes no sense because the writers gave up halfway. " * 4)
+    supplied = stage(f"{review}\n\nIs this review positive or negative?")
+    own = stage("Why does the plot of this film make no sense? Prove it, because I disagree.")
+    assert supplied["reasoning"] < 0.1 < own["reasoning"]
+    assert RulesClassifier().scores(prompt_request(review))["reasoning"] > 0
+    zh = ("我本来想证明影评人错了，可我解释不了为什么有人喜欢这部片子，因为编剧写到一半就放弃了，"
+          "所以剧情完全说不通。" * 8)
+    assert stage(f"{zh}\n\n这条影评是好评还是差评？")["reasoning"] < 0.1
+
+
+def test_the_figures_of_a_supplied_article_are_not_maths_keywords() -> None:
+    """A supplied article's numbers and percentages are its author's: the rules' maths
+    evidence is held at the prior, while the same figures as the request still count."""
+    article = ("Sales rose 12 percent to $4 million, and the firm hired 30 more staff; how many "
+               "stores it will open next year, and the average price, are still open. " * 4)
+    supplied = stage(f"{article}\n\nWhat did the firm say about hiring?")
+    own = stage("Sales rose 12 percent to $4 million. How many dollars is the rise?")
+    assert supplied["math"] < 0.1 < own["math"]
+
+
 def test_a_supplied_passage_makes_a_question_less_open_qa() -> None:
     question = "Who rebuilt the mill, and when?"
     separate = stage(f"{PASSAGE}\n\n{question}")
