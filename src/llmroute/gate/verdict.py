@@ -40,12 +40,12 @@ overrides, and the verdict's confidence, runners-up, entropy, conflict and compo
   the prior (``DOCUMENT_KEYWORD_CAP``, 0): the rules count why/because/prove/为什么, question
   words and numbers over the whole text, and in a passage, review or article those are its
   author's, not the request's (reviews "explaining why" a film fails came out reasoning,
-  questions on articles full of figures came out math). Unlike a reasoning term for supplied passages (tried and
-  left out: it turned a puzzle stated as a passage into extraction), this removes only
-  keyword counts; the n-gram head and MiniLM still read the instruction. The heads see few
-  prompts with tools or many turns, so these are stated rather than
-  learnt; the values were chosen on out-of-fold predictions over the utterances and on the
-  development sets; the follow-up, tool-match, document and pasted-material terms (and
+  questions on articles full of figures came out math). Unlike a reasoning term for
+  supplied passages (tried and left out: it turned a puzzle stated as a passage into
+  extraction), this removes only keyword counts; the n-gram head and MiniLM still read the
+  instruction. The heads see few prompts with tools or many turns, so these are stated
+  rather than learnt; the values were chosen on out-of-fold predictions over the
+  utterances and on the development sets; the follow-up, tool-match, document and pasted-material terms (and
   applying the terms to the second opinion, below) were also checked against the public
   benchmark figure, and the document keyword cap (with the intents it covers) was chosen on
   it alone, the development sets holding too few supplied documents; that figure is
