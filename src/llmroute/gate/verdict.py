@@ -45,9 +45,9 @@ overrides, and the verdict's confidence, runners-up, entropy, conflict and compo
   extraction), this removes only keyword counts; the n-gram head and MiniLM still read the
   instruction. The heads see few prompts with tools or many turns, so these are stated
   rather than learnt; the values were chosen on out-of-fold predictions over the
-  utterances and on the development sets; the follow-up, tool-match, document and pasted-material terms (and
-  applying the terms to the second opinion, below) were also checked against the public
-  benchmark figure, and the document keyword cap (with the intents it covers) was chosen on
+  utterances and on the development sets; the follow-up, tool-match, document and
+  pasted-material terms (and applying the terms to the second opinion, below) were also
+  checked against the public benchmark figure, and the document keyword cap (with the intents it covers) was chosen on
   it alone, the development sets holding too few supplied documents; that figure is
   therefore optimistic (docs/gate.md).
 - **second opinion**: ``log p' = log p + w · (log p_encoder + s)`` with
