@@ -47,9 +47,9 @@ overrides, and the verdict's confidence, runners-up, entropy, conflict and compo
   rather than learnt; the values were chosen on out-of-fold predictions over the
   utterances and on the development sets; the follow-up, tool-match, document and
   pasted-material terms (and applying the terms to the second opinion, below) were also
-  checked against the public benchmark figure, and the document keyword cap (with the intents it covers) was chosen on
-  it alone, the development sets holding too few supplied documents; that figure is
-  therefore optimistic (docs/gate.md).
+  checked against the public benchmark figure, and the document keyword cap (with the
+  intents it covers) was chosen on it alone, the development sets holding too few
+  supplied documents; that figure is therefore optimistic (docs/gate.md).
 - **second opinion**: ``log p' = log p + w · (log p_encoder + s)`` with
   ``w = ENCODER_WEIGHT · (1 − cjk)``: the English-only MiniLM counts for less the more of the
   text is Chinese/Japanese/Korean; under ``ENCODER_MIN_WEIGHT`` (0.1, i.e. more than 80 %
