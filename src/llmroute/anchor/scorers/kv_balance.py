@@ -55,8 +55,8 @@ class KvBalanceScorer(ColumnScorer):
         # a NaN (missing) fails both comparisons and stays NaN
         offset = 0.5 - HALF_SLOPE * mean
         engines = engine_rows(ctx, candidates)
-        share = _share_per_tpot(ctx.request, engines)  # the request's KV share per TPOT ms
         need = footprint(ctx.request)
+        share = _share_per_tpot(need, engines)  # the request's KV need per TPOT ms
         # usage after = 1 - free + share x TPOT / size (need / size without a TPOT; nothing
         # without a size); the score folded into the same pass
         return [0.0 if (v := HALF_SLOPE * (
@@ -81,11 +81,10 @@ def _mean_known(column: list[float]) -> float | None:
     return sum(known) / len(known) if known else None
 
 
-def _share_per_tpot(request: ChatRequest, engines: list[EngineSignals | None]) -> float:
-    """``footprint / mean TPOT`` over the engines that report a TPOT (tokens per ms; the
-    footprint itself when none does): times an engine's TPOT, the request's weighted KV
-    need there (module docstring)."""
-    need = footprint(request)
+def _share_per_tpot(need: float, engines: list[EngineSignals | None]) -> float:
+    """``need / mean TPOT`` over the engines that report a TPOT (``need``: the request's
+    ``footprint``, tokens; result in tokens per ms, ``need`` itself when no engine reports
+    one): times an engine's TPOT, the request's weighted KV need there (module docstring)."""
     try:  # the common case: every engine reports a TPOT (one pass, no filtering)
         tpots = [e.tpot_p50_ms for e in engines]  # AttributeError: no signals (None)
         total = sum(tpots)  # TypeError: a TPOT is None
