@@ -88,7 +88,7 @@ def rank(rt: Runtime, request: ChatRequest, intent: Intent, plan: RoutePlan, *,
                               explain=explain)
     rest = [b for b in named if b.pool != plan.pool] + [rt.backends[b] for b in plan.fallback_ids]
     fallback = _fallback(rt, AnchorContext(request, intent, snapshot, now), rest,
-                         plan.max_attempts - len(primary), explain)
+                         plan.max_attempts - len(primary), explain) if rest else []
     if primary or fallback:
         return primary + fallback
     longest = max(rt.backends[b].context_length for b in plan.backend_ids + plan.fallback_ids)
@@ -102,8 +102,6 @@ def _fallback(rt: Runtime, ctx: AnchorContext, backends: list[Backend], attempts
               explain: bool) -> list[Candidate]:
     """``backends`` ranked when the primaries leave attempts unused, else only filtered
     (given order, score 0)."""
-    if not backends:
-        return []
     if attempts_left > 0:
         return rt.profile.rank(ctx, backends, explain=explain)
     return [Candidate(b, 0.0) for b in rt.profile.survivors(ctx, backends)]

@@ -25,6 +25,7 @@ class SingleStrategy:
         self._default = default_pool
         self._max_attempts = max_attempts
         self._pools = {b.pool for b in self._backends.values()}
+        self._members = {pool: self._members_of(pool) for pool in {*self._pools, default_pool}}
 
     def plan(self, request: ChatRequest, intent: Intent) -> RoutePlan:
         """RoutePlan for ``request``. Raises ModelNotFound for an unknown ``model``."""
@@ -43,7 +44,13 @@ class SingleStrategy:
                             param="model")
 
     def _pool_plan(self, pool: str, reason: str) -> RoutePlan:
+        primary, rest = self._members.get(pool) or self._members_of(pool)
+        return RoutePlan(pool, reason, primary, rest, self._max_attempts)
+
+    def _members_of(self, pool: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """``(primary, fallback)`` backend ids of a plan for ``pool`` (worked out once per
+        pool at construction: the backends do not change while the strategy lives)."""
         primary = tuple(b.id for b in self._backends.values() if b.pool == pool)
         rest = sorted((b for b in self._backends.values() if b.pool != pool),
                       key=lambda b: b.pool != self._default)
-        return RoutePlan(pool, reason, primary, tuple(b.id for b in rest), self._max_attempts)
+        return primary, tuple(b.id for b in rest)
