@@ -5,8 +5,12 @@ LiteLLM proxy, all in one run against the same fast local upstream.
 
 Paths (interleaved round by round): ``direct`` (client → upstream), ``passthrough`` (the floor:
 Starlette + uvicorn + aiohttp, no routing), ``llmroute`` (gate off), ``llmroute-gate`` (gate
-on) and ``litellm`` (LiteLLM proxy from PyPI, installed by this script in its own virtual
-environment under ``$LLMROUTE_CACHE/bench``). Each proxy runs pinned to one core; the
+on), ``litellm`` (LiteLLM proxy from PyPI, installed by this script in its own virtual
+environment under ``$LLMROUTE_CACHE/bench``) and, at 1 client only, the control
+``llmroute-pause``: llmroute with the gate off whose requests first wait (``asyncio.sleep``, no
+work) as long as the gate took in the gate-on run just before (``bench/lib/paused.py``). It
+shows what merely taking that long before routing costs on the machine: the upstream and
+load generator idle meanwhile, and an idle core answers slower. Each proxy runs pinned to one core; the
 upstream and the load generator share the other. Loads: closed loop with 1, 16 and 128
 clients and an open-loop fixed rate; streamed and not. Added latency = path − direct at the
 same percentile. CPU per request and per streamed chunk are the proxy's own CPU seconds.
@@ -114,6 +118,8 @@ def start_all(work: Path, console: Console) -> dict[str, _procs.Server]:
                      "--port", "{port}", "--log-level", "warning"],
         "llmroute-gate": [llmroute, "serve", "--config", str(_llmroute_config(work, up.url, True)),
                           "--port", "{port}", "--log-level", "warning"],
+        "llmroute-pause": [py, str(LIB / "paused.py"), "{port}",
+                           str(_llmroute_config(work, up.url, False))],
         "litellm": [str(litellm_bin(console)), "--config", str(_litellm_config(work, up.url)),
                     "--port", "{port}", "--num_workers", "1"],
     }
@@ -132,11 +138,13 @@ def start_all(work: Path, console: Console) -> dict[str, _procs.Server]:
     return servers
 
 
-def segment(server: _procs.Server, load: tuple[str, int], stream: bool, quick: bool) -> dict:
-    """One measured run of ``load`` against ``server``; adds the proxy's CPU seconds."""
+def segment(server: _procs.Server, load: tuple[str, int], stream: bool, quick: bool,
+            headers: dict[str, str] | None = None) -> dict:
+    """One measured run of ``load`` against ``server`` (``headers`` added to every request);
+    adds the proxy's CPU seconds."""
     mode, n = load
     spec = {"url": server.url + "/v1/chat/completions", "key": MASTER_KEY, "stream": stream,
-            "mode": mode,
+            "mode": mode, "headers": headers or {},
             "clients": n, "rate": n, "duration_s": 1.5 if quick else 5.0,
             "warmup_s": 0.3 if quick else 1.0}
     cpu0 = server.cpu_s()
@@ -152,17 +160,27 @@ def segment(server: _procs.Server, load: tuple[str, int], stream: bool, quick: b
     return result
 
 
+PAUSED = "llmroute-pause"
+"""The control path (``bench/lib/paused.py``), run at 1 client only: llmroute with the gate
+off, each request first waiting as long as the gate took in the gate-on run just before."""
+
+
 def measure(servers: dict[str, _procs.Server], quick: bool, console: Console) -> dict:
     """Interleaved rounds over every path × load × stream; latencies pooled per cell."""
     loads = [("closed", 1), ("closed", 16), ("closed", 128), ("open", 100)]
     cells: dict[tuple, dict] = {}
     rounds = 1 if quick else 3
     plan = [(r, load, stream, name) for r in range(rounds) for load in loads
-            for stream in (False, True) for name in servers]
+            for stream in (False, True) for name in servers
+            if name != PAUSED or load == ("closed", 1)]
+    gate_p50 = 0.0
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task("measuring", total=len(plan))
         for _, load, stream, name in plan:
-            res = segment(servers[name], load, stream, quick)
+            pause = {"x-bench-pause-ms": f"{gate_p50:.3f}"} if name == PAUSED else None
+            res = segment(servers[name], load, stream, quick, pause)
+            if name == "llmroute-gate" and res["gate_ms"]:
+                gate_p50 = statistics.median(res["gate_ms"])
             cell = cells.setdefault((name, load, stream), {"latencies_ms": [], "errors": 0,
                                                            "chunks": 0, "cpu_s": 0.0,
                                                            "served": 0, "chunks_all": 0,
@@ -171,6 +189,8 @@ def measure(servers: dict[str, _procs.Server], quick: bool, console: Console) ->
                 cell[key] += res[key]
             cell["latencies_ms"] += res["latencies_ms"]
             cell.setdefault("gate_ms", []).extend(res["gate_ms"])
+            if pause:
+                cell.setdefault("pause_ms", []).append(gate_p50)
             bar.update(task, advance=1, description=f"{name} {load[0]}:{load[1]} "
                                                     f"{'sse' if stream else 'json'}")
     return cells
@@ -230,7 +250,9 @@ def main() -> None:
         for s in servers.values():
             s.stop()
     gap = statistics.median(cells[("direct", ("closed", 1), False)]["latencies_ms"])
-    gate = {"router": statistics.median(cells[("llmroute-gate", ("closed", 1), False)]["gate_ms"]),
+    one = ("closed", 1)
+    gate = {"router": statistics.median(cells[("llmroute-gate", one, False)]["gate_ms"]),
+            "pause": statistics.mean(cells[(PAUSED, one, False)]["pause_ms"]),
             "paced": gate_p50_ms(gap), "back_to_back": gate_p50_ms(0.0)}
     result = report(cells, servers, gate, console, HERE / "results")
     print("RESULT " + json.dumps(result))

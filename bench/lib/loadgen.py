@@ -5,7 +5,8 @@ completed request, end of answer for streams), ``gate_ms`` (the gate's time each
 ``server-timing`` header reported, when it had one), ``errors``, ``chunks`` (SSE events
 received), ``duration_s``, and ``served``/``chunks_all`` (warm-up included). SPEC keys:
 ``url``, ``model``, ``stream``, ``mode`` (``closed``: ``clients`` back-to-back; ``open``:
-``rate`` requests/s at fixed intervals), ``duration_s``, ``warmup_s``.
+``rate`` requests/s at fixed intervals), ``duration_s``, ``warmup_s``, and optional ``headers``
+(added to every request).
 """
 
 from __future__ import annotations
@@ -96,7 +97,8 @@ async def run(spec: dict) -> dict:
     out = {"latencies_ms": [], "gate_ms": [], "errors": 0, "chunks": 0, "served": 0,
            "recording": False,
            "headers": {"content-type": "application/json",
-                       "authorization": f"Bearer {spec.get('key', 'none')}"}}
+                       "authorization": f"Bearer {spec.get('key', 'none')}",
+                       **spec.get("headers", {})}}
     bodies = _bodies(spec.get("model", "bench"), spec["stream"])
     drive = _closed if spec["mode"] == "closed" else _open
     connector = aiohttp.TCPConnector(limit=0)

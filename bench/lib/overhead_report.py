@@ -105,8 +105,19 @@ def key_figures(rows: dict, gate_p50_ms: dict[str, float]) -> dict:
         "gate_p50_ms": round(gate_p50_ms["router"], 3),
         "gate_p50_ms_in_process_paced": round(gate_p50_ms["paced"], 3),
         "gate_p50_ms_in_process_back_to_back": round(gate_p50_ms["back_to_back"], 3),
+        **_paused(rows, gate_p50_ms),
         "machine": f"{platform.machine()}, {len(__import__('os').sched_getaffinity(0))} cores",
     }
+
+
+def _paused(rows: dict, gate_p50_ms: dict[str, float]) -> dict:
+    """The control path's figures (``bench/lib/paused.py``), when it ran: its added p50 at 1
+    client and the mean pause it was given (ms), both non-streamed."""
+    row = rows.get(("llmroute-pause", ("closed", 1), False))
+    if row is None or "pause" not in gate_p50_ms:
+        return {}
+    return {"added_p50_ms_pause": round(row["added_p50"], 3),
+            "pause_ms": round(gate_p50_ms["pause"], 3)}
 
 
 def report(cells: dict, servers: dict, gate_p50_ms: dict[str, float], console: Console,
@@ -126,4 +137,11 @@ def report(cells: dict, servers: dict, gate_p50_ms: dict[str, float], console: C
     ]
     for name, ok in targets:
         console.print(f"{'met ' if ok else 'MISS'}  {name}")
+    if "added_p50_ms_pause" in figures:
+        console.print(
+            f"control: llmroute (gate off) pausing {figures['pause_ms']:.2f} ms per request "
+            f"(no work) adds {figures['added_p50_ms_pause']:.2f} ms at 1 client, i.e. "
+            f"{figures['added_p50_ms_pause'] - figures['pause_ms']:+.2f} ms beyond its pause; "
+            f"with the gate: {figures['added_p50_ms_gate_on'] - figures['gate_p50_ms']:+.2f} ms "
+            f"beyond the gate")
     return figures
