@@ -6,12 +6,16 @@ LiteLLM proxy, all in one run against the same fast local upstream.
 Paths (interleaved round by round): ``direct`` (client → upstream), ``passthrough`` (the floor:
 Starlette + uvicorn + aiohttp, no routing), ``llmroute`` (gate off), ``llmroute-gate`` (gate
 on), ``litellm`` (LiteLLM proxy from PyPI, installed by this script in its own virtual
-environment under ``$LLMROUTE_CACHE/bench``) and, at 1 client only, the control
-``llmroute-pause``: llmroute with the gate off whose requests first wait (``asyncio.sleep``, no
-work) as long as the gate took in the gate-on run just before (``bench/lib/paused.py``). It
-shows what merely taking that long before routing costs on the machine: the upstream and
-load generator idle meanwhile, and an idle core answers slower. Each proxy runs pinned to one core; the
-upstream and the load generator share the other. Loads: closed loop with 1, 16 and 128
+environment under ``$LLMROUTE_CACHE/bench``) and, at 1 client only,
+two controls: ``llmroute-pause``, llmroute with the gate off whose requests first wait
+(``asyncio.sleep``, no work) as long as the gate took in the gate-on run just before
+(``bench/lib/paused.py``), and ``direct-idle``, the direct call with each client idling that
+long (think time, not counted) before each request. They show what merely taking that long
+costs on the machine: the upstream and the load generator idle meanwhile, and a request
+that follows an idle answers slower. Each proxy runs pinned to one core; the upstream and
+the load generator share the other. While measuring, the script holds a 0 µs CPU latency
+QoS request (``bench/lib/idle.py``; ``--deep-idle`` leaves the machine as it is), so idle
+cores poll instead of entering deep idle states. Loads: closed loop with 1, 16 and 128
 clients and an open-loop fixed rate; streamed and not. Added latency = path − direct at the
 same percentile. CPU per request and per streamed chunk are the proxy's own CPU seconds.
 
@@ -27,6 +31,7 @@ caches with the HTTP work).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -39,6 +44,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 
 import procs as _procs
+from idle import shallow_idle
 from overhead_report import report
 from rich.console import Console
 from rich.progress import Progress
@@ -128,6 +134,7 @@ def start_all(work: Path, console: Console) -> dict[str, _procs.Server]:
         argv = [a.replace("{port}", str(port)) for a in argv]
         servers[name] = _procs.start(name, argv, port, PROXY_CORE, work,
                                      {"LITELLM_LOG": "ERROR"})
+    servers[IDLED] = up
     try:
         for s in servers.values():
             _procs.wait_ready(s, _chat_ok, timeout_s=180)
@@ -139,14 +146,13 @@ def start_all(work: Path, console: Console) -> dict[str, _procs.Server]:
 
 
 def segment(server: _procs.Server, load: tuple[str, int], stream: bool, quick: bool,
-            headers: dict[str, str] | None = None) -> dict:
-    """One measured run of ``load`` against ``server`` (``headers`` added to every request);
-    adds the proxy's CPU seconds."""
+            extra: dict | None = None) -> dict:
+    """One measured run of ``load`` against ``server`` (``extra``: more load generator spec
+    keys, ``headers`` or ``think_ms``); adds the proxy's CPU seconds."""
     mode, n = load
     spec = {"url": server.url + "/v1/chat/completions", "key": MASTER_KEY, "stream": stream,
-            "mode": mode, "headers": headers or {},
-            "clients": n, "rate": n, "duration_s": 1.5 if quick else 5.0,
-            "warmup_s": 0.3 if quick else 1.0}
+            "mode": mode, "clients": n, "rate": n, "duration_s": 1.5 if quick else 5.0,
+            "warmup_s": 0.3 if quick else 1.0, **(extra or {})}
     cpu0 = server.cpu_s()
     proc = subprocess.Popen([sys.executable, str(LIB / "loadgen.py"), json.dumps(spec)],
                             stdout=subprocess.PIPE, text=True)
@@ -163,6 +169,21 @@ def segment(server: _procs.Server, load: tuple[str, int], stream: bool, quick: b
 PAUSED = "llmroute-pause"
 """The control path (``bench/lib/paused.py``), run at 1 client only: llmroute with the gate
 off, each request first waiting as long as the gate took in the gate-on run just before."""
+IDLED = "direct-idle"
+"""The second control, run at 1 client only: the direct call, each client idling (think time,
+not counted) as long as the gate took in the gate-on run just before: what the machine adds
+to a plain request that follows an idle that long."""
+CONTROLS = (PAUSED, IDLED)
+
+
+def _control(name: str, gate_p50_ms: float) -> dict | None:
+    """The load generator spec keys that make ``name`` wait ``gate_p50_ms``; None for the
+    measured paths."""
+    if name == PAUSED:
+        return {"headers": {"x-bench-pause-ms": f"{gate_p50_ms:.3f}"}}
+    if name == IDLED:
+        return {"think_ms": gate_p50_ms}
+    return None
 
 
 def measure(servers: dict[str, _procs.Server], quick: bool, console: Console) -> dict:
@@ -172,13 +193,13 @@ def measure(servers: dict[str, _procs.Server], quick: bool, console: Console) ->
     rounds = 1 if quick else 3
     plan = [(r, load, stream, name) for r in range(rounds) for load in loads
             for stream in (False, True) for name in servers
-            if name != PAUSED or load == ("closed", 1)]
+            if name not in CONTROLS or load == ("closed", 1)]
     gate_p50 = 0.0
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task("measuring", total=len(plan))
         for _, load, stream, name in plan:
-            pause = {"x-bench-pause-ms": f"{gate_p50:.3f}"} if name == PAUSED else None
-            res = segment(servers[name], load, stream, quick, pause)
+            control = _control(name, gate_p50)
+            res = segment(servers[name], load, stream, quick, control)
             if name == "llmroute-gate" and res["gate_ms"]:
                 gate_p50 = statistics.median(res["gate_ms"])
             cell = cells.setdefault((name, load, stream), {"latencies_ms": [], "errors": 0,
@@ -189,7 +210,7 @@ def measure(servers: dict[str, _procs.Server], quick: bool, console: Console) ->
                 cell[key] += res[key]
             cell["latencies_ms"] += res["latencies_ms"]
             cell.setdefault("gate_ms", []).extend(res["gate_ms"])
-            if pause:
+            if control:
                 cell.setdefault("pause_ms", []).append(gate_p50)
             bar.update(task, advance=1, description=f"{name} {load[0]}:{load[1]} "
                                                     f"{'sse' if stream else 'json'}")
@@ -239,22 +260,31 @@ def gate_p50_ms(gap_ms: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--deep-idle", action="store_true",
+                        help="let idle cores enter deep idle states as the machine is set up "
+                             "(default: hold a 0 µs CPU latency QoS request while measuring)")
     args = parser.parse_args()
     console = Console(width=160)
     work = cache_dir() / "overhead-run"
     work.mkdir(exist_ok=True)
-    servers = start_all(work, console)
-    try:
-        cells = measure(servers, args.quick, console)
-    finally:
-        for s in servers.values():
-            s.stop()
-    gap = statistics.median(cells[("direct", ("closed", 1), False)]["latencies_ms"])
-    one = ("closed", 1)
-    gate = {"router": statistics.median(cells[("llmroute-gate", one, False)]["gate_ms"]),
-            "pause": statistics.mean(cells[(PAUSED, one, False)]["pause_ms"]),
-            "paced": gate_p50_ms(gap), "back_to_back": gate_p50_ms(0.0)}
+    idle_qos = (contextlib.nullcontext("not held (--deep-idle)") if args.deep_idle
+                else shallow_idle())
+    with idle_qos as idle:
+        console.print(f"CPU latency QoS request: {idle}")
+        servers = start_all(work, console)
+        try:
+            cells = measure(servers, args.quick, console)
+        finally:
+            for s in servers.values():
+                s.stop()
+        gap = statistics.median(cells[("direct", ("closed", 1), False)]["latencies_ms"])
+        one = ("closed", 1)
+        gate = {"router": statistics.median(cells[("llmroute-gate", one, False)]["gate_ms"]),
+                "pause": statistics.mean(cells[(PAUSED, one, False)]["pause_ms"]),
+                "idle": statistics.mean(cells[(IDLED, one, False)]["pause_ms"]),
+                "paced": gate_p50_ms(gap), "back_to_back": gate_p50_ms(0.0)}
     result = report(cells, servers, gate, console, HERE / "results")
+    result["cpu_latency_qos_held"] = idle.startswith("held")
     print("RESULT " + json.dumps(result))
 
 

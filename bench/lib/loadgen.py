@@ -6,7 +6,8 @@ completed request, end of answer for streams), ``gate_ms`` (the gate's time each
 received), ``duration_s``, and ``served``/``chunks_all`` (warm-up included). SPEC keys:
 ``url``, ``model``, ``stream``, ``mode`` (``closed``: ``clients`` back-to-back; ``open``:
 ``rate`` requests/s at fixed intervals), ``duration_s``, ``warmup_s``, and optional ``headers``
-(added to every request).
+(added to every request) and ``think_ms`` (closed loop: each client's think time, an idle
+``asyncio.sleep`` before each request, not counted in its latency).
 """
 
 from __future__ import annotations
@@ -75,8 +76,12 @@ async def _one(session: aiohttp.ClientSession, url: str, body: bytes, stream: bo
 
 async def _closed(spec: dict, session: aiohttp.ClientSession, bodies: Iterator[bytes],
                   out: dict, stop_at: float) -> None:
+    think_s = spec.get("think_ms", 0.0) / 1000
+
     async def client() -> None:
         while time.perf_counter() < stop_at:
+            if think_s:
+                await asyncio.sleep(think_s)
             await _one(session, spec["url"], next(bodies), spec["stream"], out)
     await asyncio.gather(*(client() for _ in range(spec["clients"])))
 

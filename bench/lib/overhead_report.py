@@ -48,8 +48,9 @@ def table(rows: dict, servers: dict, console: Console) -> None:
                 "CPU ms/req", "CPU µs/chunk", "peak RSS MB", "errors"):
         t.add_column(col, justify="right" if col not in ("path", "load", "mode") else "left")
     for (name, load, stream), r in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][2])):
-        cpu = "-" if name == "direct" else f"{r['cpu_ms_per_req']:.2f}"
-        chunk = "-" if name == "direct" or not stream else f"{r['cpu_us_per_chunk']:.0f}"
+        direct = name.startswith("direct")
+        cpu = "-" if direct else f"{r['cpu_ms_per_req']:.2f}"
+        chunk = "-" if direct or not stream else f"{r['cpu_us_per_chunk']:.0f}"
         t.add_row(name, f"{load[0]}:{load[1]}", "sse" if stream else "json",
                   f"{r['p50']:.2f}", f"{r['p99']:.2f}", f"{r['added_p50']:.2f}",
                   f"{r['added_p95']:.2f}", f"{r['added_p99']:.2f}", f"{r['rps']:.0f}", cpu,
@@ -111,13 +112,35 @@ def key_figures(rows: dict, gate_p50_ms: dict[str, float]) -> dict:
 
 
 def _paused(rows: dict, gate_p50_ms: dict[str, float]) -> dict:
-    """The control path's figures (``bench/lib/paused.py``), when it ran: its added p50 at 1
-    client and the mean pause it was given (ms), both non-streamed."""
-    row = rows.get(("llmroute-pause", ("closed", 1), False))
-    if row is None or "pause" not in gate_p50_ms:
-        return {}
-    return {"added_p50_ms_pause": round(row["added_p50"], 3),
-            "pause_ms": round(gate_p50_ms["pause"], 3)}
+    """The controls' figures, when they ran (1 client, non-streamed): the added p50 (ms) of
+    llmroute pausing as long as the gate (``bench/lib/paused.py``) and the mean pause; the
+    added p50 of the direct call after an idle think time that long, and that think time."""
+    out = {}
+    pause = rows.get(("llmroute-pause", ("closed", 1), False))
+    if pause is not None and "pause" in gate_p50_ms:
+        out |= {"added_p50_ms_pause": round(pause["added_p50"], 3),
+                "pause_ms": round(gate_p50_ms["pause"], 3)}
+    idle = rows.get(("direct-idle", ("closed", 1), False))
+    if idle is not None and "idle" in gate_p50_ms:
+        out |= {"added_p50_ms_direct_idle": round(idle["added_p50"], 3),
+                "think_ms": round(gate_p50_ms["idle"], 3)}
+    return out
+
+
+def _controls(figures: dict, console: Console) -> None:
+    """Print what the controls say about the gate-on figure."""
+    if "added_p50_ms_pause" in figures:
+        console.print(
+            f"control: llmroute (gate off) pausing {figures['pause_ms']:.2f} ms per request "
+            f"(no work) adds {figures['added_p50_ms_pause']:.2f} ms at 1 client, i.e. "
+            f"{figures['added_p50_ms_pause'] - figures['pause_ms']:+.2f} ms beyond its pause; "
+            f"with the gate: {figures['added_p50_ms_gate_on'] - figures['gate_p50_ms']:+.2f} ms "
+            f"beyond the gate")
+    if "added_p50_ms_direct_idle" in figures:
+        console.print(
+            f"control: the direct call after an idle of {figures['think_ms']:.2f} ms takes "
+            f"{figures['added_p50_ms_direct_idle']:+.2f} ms longer than back to back at 1 "
+            f"client (the machine's price for idling that long, paid by every path)")
 
 
 def report(cells: dict, servers: dict, gate_p50_ms: dict[str, float], console: Console,
@@ -137,11 +160,5 @@ def report(cells: dict, servers: dict, gate_p50_ms: dict[str, float], console: C
     ]
     for name, ok in targets:
         console.print(f"{'met ' if ok else 'MISS'}  {name}")
-    if "added_p50_ms_pause" in figures:
-        console.print(
-            f"control: llmroute (gate off) pausing {figures['pause_ms']:.2f} ms per request "
-            f"(no work) adds {figures['added_p50_ms_pause']:.2f} ms at 1 client, i.e. "
-            f"{figures['added_p50_ms_pause'] - figures['pause_ms']:+.2f} ms beyond its pause; "
-            f"with the gate: {figures['added_p50_ms_gate_on'] - figures['gate_p50_ms']:+.2f} ms "
-            f"beyond the gate")
+    _controls(figures, console)
     return figures
