@@ -7,10 +7,11 @@ Paths (interleaved round by round): ``direct`` (client → upstream), ``passthro
 Starlette + uvicorn + aiohttp, no routing), ``llmroute`` (gate off), ``llmroute-gate`` (gate
 on), ``litellm`` (LiteLLM proxy from PyPI, installed by this script in its own virtual
 environment under ``$LLMROUTE_CACHE/bench``) and, at 1 client only,
-two controls: ``llmroute-pause``, llmroute with the gate off whose requests first wait
+three controls: ``llmroute-pause``, llmroute with the gate off whose requests first wait
 (``asyncio.sleep``, no work) as long as the gate took in the gate-on run just before
-(``bench/lib/paused.py``), and ``direct-idle``, the direct call with each client idling that
-long (think time, not counted) before each request. They show what merely taking that long
+(``bench/lib/paused.py``), and ``direct-idle``, ``passthrough-idle`` and ``llmroute-idle``,
+those paths with each client idling that long (think time, not counted) before each
+request. They show what merely taking that long
 costs on the machine: the upstream and the load generator idle meanwhile, and a request
 that follows an idle answers slower. Each proxy runs pinned to one core; the upstream and
 the load generator share the other. While measuring, the script holds a 0 µs CPU latency
@@ -134,7 +135,7 @@ def start_all(work: Path, console: Console) -> dict[str, _procs.Server]:
         argv = [a.replace("{port}", str(port)) for a in argv]
         servers[name] = _procs.start(name, argv, port, PROXY_CORE, work,
                                      {"LITELLM_LOG": "ERROR"})
-    servers[IDLED] = up
+    servers |= {control: servers[path] for control, path in IDLED.items()}
     try:
         for s in servers.values():
             _procs.wait_ready(s, _chat_ok, timeout_s=180)
@@ -169,11 +170,13 @@ def segment(server: _procs.Server, load: tuple[str, int], stream: bool, quick: b
 PAUSED = "llmroute-pause"
 """The control path (``bench/lib/paused.py``), run at 1 client only: llmroute with the gate
 off, each request first waiting as long as the gate took in the gate-on run just before."""
-IDLED = "direct-idle"
-"""The second control, run at 1 client only: the direct call, each client idling (think time,
-not counted) as long as the gate took in the gate-on run just before: what the machine adds
-to a plain request that follows an idle that long."""
-CONTROLS = (PAUSED, IDLED)
+IDLED = {"direct-idle": "direct", "passthrough-idle": "passthrough",
+         "llmroute-idle": "llmroute"}
+"""The other controls, run at 1 client only: the direct call, the bare passthrough and
+llmroute with the gate off, each client idling before each request (think time, not counted)
+as long as the gate took in the gate-on run just before: what the machine adds to a request
+on each path that follows an idle that long."""
+CONTROLS = (PAUSED, *IDLED)
 
 
 def _control(name: str, gate_p50_ms: float) -> dict | None:
@@ -181,7 +184,7 @@ def _control(name: str, gate_p50_ms: float) -> dict | None:
     measured paths."""
     if name == PAUSED:
         return {"headers": {"x-bench-pause-ms": f"{gate_p50_ms:.3f}"}}
-    if name == IDLED:
+    if name in IDLED:
         return {"think_ms": gate_p50_ms}
     return None
 
@@ -281,7 +284,7 @@ def main() -> None:
         one = ("closed", 1)
         gate = {"router": statistics.median(cells[("llmroute-gate", one, False)]["gate_ms"]),
                 "pause": statistics.mean(cells[(PAUSED, one, False)]["pause_ms"]),
-                "idle": statistics.mean(cells[(IDLED, one, False)]["pause_ms"]),
+                "idle": statistics.mean(cells[("direct-idle", one, False)]["pause_ms"]),
                 "paced": gate_p50_ms(gap), "back_to_back": gate_p50_ms(0.0)}
     result = report(cells, servers, gate, console, HERE / "results")
     result["cpu_latency_qos_held"] = idle.startswith("held")

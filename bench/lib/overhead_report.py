@@ -114,16 +114,18 @@ def key_figures(rows: dict, gate_p50_ms: dict[str, float]) -> dict:
 def _paused(rows: dict, gate_p50_ms: dict[str, float]) -> dict:
     """The controls' figures, when they ran (1 client, non-streamed): the added p50 (ms) of
     llmroute pausing as long as the gate (``bench/lib/paused.py``) and the mean pause; the
-    added p50 of the direct call after an idle think time that long, and that think time."""
+    added p50 of the direct call, the bare passthrough and llmroute (gate off) after an idle
+    think time that long, and that think time."""
     out = {}
     pause = rows.get(("llmroute-pause", ("closed", 1), False))
     if pause is not None and "pause" in gate_p50_ms:
         out |= {"added_p50_ms_pause": round(pause["added_p50"], 3),
                 "pause_ms": round(gate_p50_ms["pause"], 3)}
-    idle = rows.get(("direct-idle", ("closed", 1), False))
-    if idle is not None and "idle" in gate_p50_ms:
-        out |= {"added_p50_ms_direct_idle": round(idle["added_p50"], 3),
-                "think_ms": round(gate_p50_ms["idle"], 3)}
+    for name in ("direct-idle", "passthrough-idle", "llmroute-idle"):
+        idle = rows.get((name, ("closed", 1), False))
+        if idle is not None and "idle" in gate_p50_ms:
+            out |= {f"added_p50_ms_{name.replace('-', '_')}": round(idle["added_p50"], 3),
+                    "think_ms": round(gate_p50_ms["idle"], 3)}
     return out
 
 
@@ -136,11 +138,14 @@ def _controls(figures: dict, console: Console) -> None:
             f"{figures['added_p50_ms_pause'] - figures['pause_ms']:+.2f} ms beyond its pause; "
             f"with the gate: {figures['added_p50_ms_gate_on'] - figures['gate_p50_ms']:+.2f} ms "
             f"beyond the gate")
-    if "added_p50_ms_direct_idle" in figures:
+    if "added_p50_ms_passthrough_idle" in figures:
         console.print(
-            f"control: the direct call after an idle of {figures['think_ms']:.2f} ms takes "
-            f"{figures['added_p50_ms_direct_idle']:+.2f} ms longer than back to back at 1 "
-            f"client (the machine's price for idling that long, paid by every path)")
+            f"control: after an idle of {figures['think_ms']:.2f} ms (think time, not counted) "
+            f"the direct call takes {figures['added_p50_ms_direct_idle']:+.2f} ms, the bare "
+            f"passthrough {figures['added_p50_ms_passthrough_idle']:+.2f} ms and llmroute (gate "
+            f"off) {figures['added_p50_ms_llmroute_idle']:+.2f} ms longer than the direct call "
+            f"back to back, at 1 client: the machine's price for idling that long, which the "
+            f"gate-on path pays too")
 
 
 def report(cells: dict, servers: dict, gate_p50_ms: dict[str, float], console: Console,
