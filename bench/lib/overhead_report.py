@@ -137,7 +137,7 @@ def _controls(figures: dict, console: Console) -> None:
             f"(no work) adds {figures['added_p50_ms_pause']:.2f} ms at 1 client, i.e. "
             f"{figures['added_p50_ms_pause'] - figures['pause_ms']:+.2f} ms beyond its pause; "
             f"with the gate: {figures['added_p50_ms_gate_on'] - figures['gate_p50_ms']:+.2f} ms "
-            f"beyond the gate")
+            f"beyond the gate", soft_wrap=True)
     if "added_p50_ms_passthrough_idle" in figures:
         console.print(
             f"control: after an idle of {figures['think_ms']:.2f} ms (think time, not counted) "
@@ -145,7 +145,7 @@ def _controls(figures: dict, console: Console) -> None:
             f"passthrough {figures['added_p50_ms_passthrough_idle']:+.2f} ms and llmroute (gate "
             f"off) {figures['added_p50_ms_llmroute_idle']:+.2f} ms longer than the direct call "
             f"back to back, at 1 client: the machine's price for idling that long, which the "
-            f"gate-on path pays too")
+            f"gate-on path pays too", soft_wrap=True)
 
 
 def report(cells: dict, servers: dict, gate_p50_ms: dict[str, float], console: Console,
