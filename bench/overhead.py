@@ -214,7 +214,7 @@ def measure(servers: dict[str, _procs.Server], quick: bool, console: Console) ->
             cell["latencies_ms"] += res["latencies_ms"]
             cell.setdefault("gate_ms", []).extend(res["gate_ms"])
             if control:
-                cell.setdefault("pause_ms", []).append(gate_p50)
+                cell.setdefault("wait_ms", []).append(gate_p50)
             bar.update(task, advance=1, description=f"{name} {load[0]}:{load[1]} "
                                                     f"{'sse' if stream else 'json'}")
     return cells
@@ -283,8 +283,7 @@ def main() -> None:
         gap = statistics.median(cells[("direct", ("closed", 1), False)]["latencies_ms"])
         one = ("closed", 1)
         gate = {"router": statistics.median(cells[("llmroute-gate", one, False)]["gate_ms"]),
-                "pause": statistics.mean(cells[(PAUSED, one, False)]["pause_ms"]),
-                "idle": statistics.mean(cells[("direct-idle", one, False)]["pause_ms"]),
+                "wait": statistics.mean(cells[(PAUSED, one, False)]["wait_ms"]),
                 "paced": gate_p50_ms(gap), "back_to_back": gate_p50_ms(0.0)}
     result = report(cells, servers, gate, console, HERE / "results")
     result["cpu_latency_qos_held"] = idle.startswith("held")

@@ -112,20 +112,20 @@ def key_figures(rows: dict, gate_p50_ms: dict[str, float]) -> dict:
 
 
 def _paused(rows: dict, gate_p50_ms: dict[str, float]) -> dict:
-    """The controls' figures, when they ran (1 client, non-streamed): the added p50 (ms) of
-    llmroute pausing as long as the gate (``bench/lib/paused.py``) and the mean pause; the
-    added p50 of the direct call, the bare passthrough and llmroute (gate off) after an idle
-    think time that long, and that think time."""
-    out = {}
-    pause = rows.get(("llmroute-pause", ("closed", 1), False))
-    if pause is not None and "pause" in gate_p50_ms:
-        out |= {"added_p50_ms_pause": round(pause["added_p50"], 3),
-                "pause_ms": round(gate_p50_ms["pause"], 3)}
-    for name in ("direct-idle", "passthrough-idle", "llmroute-idle"):
-        idle = rows.get((name, ("closed", 1), False))
-        if idle is not None and "idle" in gate_p50_ms:
-            out |= {f"added_p50_ms_{name.replace('-', '_')}": round(idle["added_p50"], 3),
-                    "think_ms": round(gate_p50_ms["idle"], 3)}
+    """The controls' figures, when they ran (1 client, non-streamed): ``wait_ms``, the mean
+    wait each control was given (the gate's p50 in the gate-on run before it), and each
+    control's added p50 (ms): llmroute pausing that long before it reads the request
+    (``bench/lib/paused.py``), and the direct call, the bare passthrough and llmroute (gate
+    off) after an idle think time that long."""
+    if "wait" not in gate_p50_ms:
+        return {}
+    out = {"wait_ms": round(gate_p50_ms["wait"], 3)}
+    for name, key in (("llmroute-pause", "pause"), ("direct-idle", "direct_idle"),
+                      ("passthrough-idle", "passthrough_idle"),
+                      ("llmroute-idle", "llmroute_idle")):
+        row = rows.get((name, ("closed", 1), False))
+        if row is not None:
+            out[f"added_p50_ms_{key}"] = round(row["added_p50"], 3)
     return out
 
 
@@ -133,14 +133,14 @@ def _controls(figures: dict, console: Console) -> None:
     """Print what the controls say about the gate-on figure."""
     if "added_p50_ms_pause" in figures:
         console.print(
-            f"control: llmroute (gate off) pausing {figures['pause_ms']:.2f} ms per request "
+            f"control: llmroute (gate off) pausing {figures['wait_ms']:.2f} ms per request "
             f"(no work) adds {figures['added_p50_ms_pause']:.2f} ms at 1 client, i.e. "
-            f"{figures['added_p50_ms_pause'] - figures['pause_ms']:+.2f} ms beyond its pause; "
+            f"{figures['added_p50_ms_pause'] - figures['wait_ms']:+.2f} ms beyond its pause; "
             f"with the gate: {figures['added_p50_ms_gate_on'] - figures['gate_p50_ms']:+.2f} ms "
             f"beyond the gate", soft_wrap=True)
     if "added_p50_ms_passthrough_idle" in figures:
         console.print(
-            f"control: after an idle of {figures['think_ms']:.2f} ms (think time, not counted) "
+            f"control: after an idle of {figures['wait_ms']:.2f} ms (think time, not counted) "
             f"the direct call takes {figures['added_p50_ms_direct_idle']:+.2f} ms, the bare "
             f"passthrough {figures['added_p50_ms_passthrough_idle']:+.2f} ms and llmroute (gate "
             f"off) {figures['added_p50_ms_llmroute_idle']:+.2f} ms longer than the direct call "
