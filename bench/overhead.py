@@ -6,14 +6,13 @@ LiteLLM proxy, all in one run against the same fast local upstream.
 Paths (interleaved round by round): ``direct`` (client → upstream), ``passthrough`` (the floor:
 Starlette + uvicorn + aiohttp, no routing), ``llmroute`` (gate off), ``llmroute-gate`` (gate
 on), ``litellm`` (LiteLLM proxy from PyPI, installed by this script in its own virtual
-environment under ``$LLMROUTE_CACHE/bench``) and, at 1 client only,
-three controls: ``llmroute-pause``, llmroute with the gate off whose requests first wait
-(``asyncio.sleep``, no work) as long as the gate took in the gate-on run just before
-(``bench/lib/paused.py``), and ``direct-idle``, ``passthrough-idle`` and ``llmroute-idle``,
-those paths with each client idling that long (think time, not counted) before each
-request. They show what merely taking that long
-costs on the machine: the upstream and the load generator idle meanwhile, and a request
-that follows an idle answers slower. Each proxy runs pinned to one core; the upstream and
+environment under ``$LLMROUTE_CACHE/bench``) and, at 1 client only, four controls:
+``llmroute-pause``, llmroute with the gate off whose requests first wait (``asyncio.sleep``,
+no work) as long as the gate took in the gate-on run just before (``bench/lib/paused.py``),
+and ``direct-idle``, ``passthrough-idle`` and ``llmroute-idle``, those paths with each client
+idling that long (think time, not counted) before each request. They show what merely
+taking that long costs on the machine: the upstream and the load generator idle meanwhile,
+and a request that follows an idle answers slower. Each proxy runs pinned to one core; the upstream and
 the load generator share the other. While measuring, the script holds a 0 µs CPU latency
 QoS request (``bench/lib/idle.py``; ``--deep-idle`` leaves the machine as it is), so idle
 cores poll instead of entering deep idle states. Loads: closed loop with 1, 16 and 128

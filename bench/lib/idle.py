@@ -3,8 +3,8 @@
 An idle core that enters a deep idle state (on a VM: the vCPU halts and the host deschedules
 it) takes tens to hundreds of µs to answer its next wake-up. In a 1-client loop that lands on
 whichever path leaves the upstream's core idle longest — the gate-on path, whose router
-classifies for ~4 ms before it sends — and so measures the machine's wake-up latency, not
-the path's own cost. The standard remedy (``tuned``'s latency-performance profile,
+classifies for ~4 ms before it sends — and so adds the machine's wake-up latency to that
+path's own cost (on the development VM it was part of the gap, not all: docs/benchmarks.md). The standard remedy (``tuned``'s latency-performance profile,
 ``cyclictest``) is a CPU latency QoS request: a process holds ``/dev/cpu_dma_latency`` open
 with the value 0 µs written to it, and while it does, cpuidle governors choose only the
 polling state (Linux, Documentation/power/pm_qos_interface.rst). The request ends when the
