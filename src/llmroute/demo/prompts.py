@@ -82,9 +82,15 @@ def builtin() -> list[Conversation]:
 
 
 def load_jsonl(path: Path) -> list[Conversation]:
-    """Conversations from a JSONL file. Raises InvalidRequest naming ``file:line``."""
+    """Conversations from a JSONL file. Raises InvalidRequest naming the file when it cannot
+    be read as UTF-8 text, and ``file:line`` for a bad line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise InvalidRequest(f"{path}: cannot read the prompts file: {reason}") from exc
     out = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(text.splitlines(), 1):
         if line.strip():
             out.append(_conversation(_json(line, path, n), f"{path.name}:{n}"))
     return out

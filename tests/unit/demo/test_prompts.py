@@ -33,6 +33,17 @@ def test_bad_lines_name_the_line(tmp_path, line, match):
         load_jsonl(f)
 
 
+@pytest.mark.parametrize(("content", "match"), [(None, "No such file"),
+                                                (b"\xff\xfe\x00", "utf-8")],
+                         ids=["missing", "not-utf8"])
+def test_an_unreadable_file_is_named(tmp_path, content, match):
+    f = tmp_path / "p.jsonl"
+    if content is not None:
+        f.write_bytes(content)
+    with pytest.raises(InvalidRequest, match=f"p.jsonl: cannot read the prompts file: .*{match}"):
+        load_jsonl(f)
+
+
 def test_builtin_set_covers_the_promised_kinds():
     convs = builtin()
     labels = {c.label for c in convs}
