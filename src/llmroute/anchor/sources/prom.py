@@ -181,5 +181,7 @@ def quantile_ms(samples: Samples, bases: Iterable[str], q: float) -> float | Non
 
 
 def as_int(value: float | None) -> int | None:
-    """A count as an int (rounded to nearest: engines print ``1.0`` and ``8.128902e+06``)."""
-    return None if value is None else int(round(value))
+    """A count as an int (rounded to nearest: engines print ``1.0`` and ``8.128902e+06``);
+    None for None and for a non-finite value (``+Inf``/``NaN``, or a unit conversion that
+    overflowed), which no count can be."""
+    return None if value is None or not math.isfinite(value) else int(round(value))
