@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-from llmroute.anchor.sources.router import PrefillTicket
+from llmroute.anchor.stats.router import PrefillTicket
 from llmroute.backends.sse import DONE, encode_json
 from llmroute.errors import (
     BackendError,

@@ -21,7 +21,7 @@ from llmroute.anchor.affinity import PrefixIndex
 from llmroute.anchor.presets import build_profile
 from llmroute.anchor.profile import Profile
 from llmroute.anchor.registry import register_builtins
-from llmroute.anchor.sources.router import RouterStats
+from llmroute.anchor.stats.router import RouterStats
 from llmroute.anchor.store import SignalStore
 from llmroute.anchor.wiring import anchor_deps, make_collector
 from llmroute.backends.client import BackendClient

@@ -13,7 +13,7 @@ from llmroute.api.app import create_app
 from llmroute.config import parse_config
 from llmroute.errors import EngineError
 from llmroute.runtime import Runtime, open_runtime
-from llmroute.server import serve_in_background
+from llmroute.api.server import serve_in_background
 
 
 def skip_or_fail(reason: str) -> None:

@@ -17,7 +17,7 @@ from llmroute.demo import show
 from llmroute.demo.prompts import Conversation, builtin, load_jsonl
 from llmroute.demo.runner import Row, run_conversation
 from llmroute.runtime import Progress, open_runtime
-from llmroute.server import serve_in_background
+from llmroute.api.server import serve_in_background
 
 
 async def run_demo(config: Config, prompts: Path | None, *, max_tokens: int = 128,

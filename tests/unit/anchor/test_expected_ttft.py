@@ -14,8 +14,8 @@ from llmroute.anchor.scorers.expected_ttft import (
     expected_ttft_ms,
     predicted_ttfts,
 )
-from llmroute.anchor.sources.prefill import MIN_SAMPLES, PrefillFit
-from llmroute.anchor.sources.router import RouterStats
+from llmroute.anchor.stats.prefill import MIN_SAMPLES, PrefillFit
+from llmroute.anchor.stats.router import RouterStats
 from llmroute.types import BackendStats
 
 

@@ -10,7 +10,7 @@ from fakes.router import make_config, open_router
 from rich.console import Console
 
 from llmroute.anchor.presets import presets
-from llmroute.anchor_cli import render
+from llmroute.cli.anchor import render
 from llmroute.types import Outcome
 
 BACKENDS = [{"id": "v1", "pool": "p", "base_url": "http://127.0.0.1:9"},

@@ -12,7 +12,7 @@ import pytest
 from fakes.router import make_config, open_router
 
 from llmroute.api.app import create_app
-from llmroute.server import serve_in_background
+from llmroute.api.server import serve_in_background
 from fakes.upstream import serve_upstream
 
 CHAT = "/v1/chat/completions"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from llmroute.bench_cli import available, bench_dir, script_for
-from llmroute.cli import main
+from llmroute.cli.bench import available, bench_dir, script_for
+from llmroute.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -35,6 +35,6 @@ def test_unknown_benchmark_exits_2(capsys):
 
 
 def test_runs_the_script_with_its_arguments():
-    out = subprocess.run([sys.executable, "-m", "llmroute.cli", "bench", "decide", "--help"],
+    out = subprocess.run([sys.executable, "-m", "llmroute.cli.main", "bench", "decide", "--help"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "--quick" in out.stdout

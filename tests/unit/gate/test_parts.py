@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmroute.cli import main
+from llmroute.cli.main import main
 from llmroute.errors import ConfigError
 from llmroute.gate.batcher import MicroBatcher
 from llmroute.gate.complexity import ComplexityScorer

@@ -10,9 +10,9 @@ from pathlib import Path
 
 
 def bench_dir() -> Path | None:
-    """The checkout's ``bench/`` folder (``src/llmroute/../../bench``), or None when this
+    """The checkout's ``bench/`` folder (``src/llmroute/cli/../../../bench``), or None when this
     package is not running from a source checkout."""
-    folder = Path(__file__).resolve().parents[2] / "bench"
+    folder = Path(__file__).resolve().parents[3] / "bench"
     return folder if (folder / "overhead.py").is_file() else None
 
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmroute.anchor.sources.router import WINDOW_S, RouterStats, nearest_rank
+from llmroute.anchor.stats.router import WINDOW_S, RouterStats, nearest_rank
 
 
 @pytest.mark.parametrize("values,q,expected", [

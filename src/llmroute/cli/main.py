@@ -35,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
                            "`llmroute bench overhead --quick`")
     bench.add_argument("name", help="overhead, decide, schedule, handoff, gate_quality, …")
     bench.add_argument("args", nargs=argparse.REMAINDER, help="passed to bench/NAME.py")
-    from llmroute.gate.cli import add_commands
+    from llmroute.cli.gate import add_commands
 
     add_commands(sub)
     return p
@@ -65,16 +65,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "emulate":
             return _emulate(args)
         if args.command == "bench":
-            from llmroute.bench_cli import run as run_bench
+            from llmroute.cli.bench import run as run_bench
 
             return run_bench(args.name, args.args)
         if args.command == "backends":
-            from llmroute.anchor_cli import watch
+            from llmroute.cli.anchor import watch
 
             return watch(args.url, args.interval, args.once)
         config = load_config(args.config)
         if args.command in ("classify", "gate"):
-            from llmroute.gate.cli import run
+            from llmroute.cli.gate import run
 
             return run(config, args)
         if args.command == "serve":
@@ -91,7 +91,7 @@ def _serve(config: Config, args: argparse.Namespace) -> int:
     import structlog
 
     from llmroute.observe.logging import configure_logging
-    from llmroute.server import serve_forever
+    from llmroute.api.server import serve_forever
 
     configure_logging(args.log_level)
     log = structlog.get_logger("llmroute")

@@ -23,9 +23,9 @@ import operator
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 
-from llmroute.anchor.sources.prefill import PrefillFit
+from llmroute.anchor.stats.prefill import PrefillFit
 from llmroute.anchor.sources.signals import EngineSignals
-from llmroute.anchor.sources.window import Sample, Window, nearest_rank_sorted
+from llmroute.anchor.stats.window import Sample, Window, nearest_rank_sorted
 from llmroute.types import BackendStats, MetricsSnapshot
 
 EWMA_ALPHA = 0.2
