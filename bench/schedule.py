@@ -55,7 +55,7 @@ from llmroute.emulator.capacity import saturation_throughput
 from llmroute.emulator.spec import EngineSpec
 from llmroute.observe.logging import configure_logging
 from llmroute.runtime import open_runtime
-from llmroute.server import serve_in_background
+from llmroute.api.server import serve_in_background
 
 RESULTS = Path(__file__).resolve().parent / "results"
 POLICIES = ("round-robin", "least-in-flight", "default")
