@@ -2,11 +2,10 @@
 
 ``POST /v1/chat/completions`` and ``POST /v1/completions`` (streamed as SSE or not;
 ``logprobs``/``top_logprobs``; ``stream_options.include_usage``), ``GET /metrics``,
-``GET /health`` and ``GET /v1/models``. Bodies are validated with the router's own wire
-models; prompt tokens are counted with the router's estimate (``policy.tokens``: the
-emulator has no tokenizer, so router and engine agree on every prompt's size). Output is
-exactly ``max_tokens`` tokens (``max_completion_tokens`` for chat; 256 when neither is
-given), ``finish_reason: "length"``. Errors are OpenAI-shaped ``{"error": {…}}`` bodies.
+``GET /health`` and ``GET /v1/models``. Bodies are read by the emulator's own models
+(``emulator.request``, not the router's). Output is exactly ``max_tokens`` tokens
+(``max_completion_tokens`` for chat; 256 when neither is given), ``finish_reason:
+"length"``. Errors are OpenAI-shaped ``{"error": {…}}`` bodies.
 """
 
 from __future__ import annotations
@@ -18,13 +17,12 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from llmroute.api.wire import parse_chat, parse_completion
 from llmroute.emulator.engine import EmulatedEngine, Handle
 from llmroute.emulator.metrics import CONTENT_TYPE
+from llmroute.emulator.request import EngineRequest, Endpoint, parse_request
 from llmroute.emulator.scheduler import Rejection
 from llmroute.emulator.text import TokenSource, content_of, strip_top
 from llmroute.errors import InvalidRequest
-from llmroute.types import ChatRequest
 
 DEFAULT_MAX_TOKENS = 256
 ENGINE_KEY = web.AppKey("engine", EmulatedEngine)
@@ -75,10 +73,11 @@ async def _completions(request: web.Request) -> web.StreamResponse:
     return await _serve(request, "completions")
 
 
-async def _serve(request: web.Request, endpoint: str) -> web.StreamResponse:
+async def _serve(request: web.Request, endpoint: Endpoint) -> web.StreamResponse:
     engine = request.app[ENGINE_KEY]
+    rid = request.headers.get("x-request-id") or uuid.uuid4().hex
     try:
-        req = await _parse(request, endpoint)
+        req = parse_request(endpoint, await request.read(), rid)
     except InvalidRequest as err:
         return error_response(400, err.message, err.code or "invalid_request", err.param)
     if req.model != engine.spec.model_name:
@@ -96,19 +95,10 @@ async def _serve(request: web.Request, endpoint: str) -> web.StreamResponse:
         engine.abort(handle)
 
 
-async def _parse(request: web.Request, endpoint: str) -> ChatRequest:
-    try:
-        body = orjson.loads(await request.read())
-    except orjson.JSONDecodeError as exc:
-        raise InvalidRequest(f"the body is not valid JSON: {exc}", code="invalid_json") from exc
-    rid = request.headers.get("x-request-id") or uuid.uuid4().hex
-    return parse_chat(body, rid) if endpoint == "chat" else parse_completion(body, rid)
-
-
 class _Answer:
     """Builds one request's answer (whole or streamed) from its Handle's progress."""
 
-    def __init__(self, engine: EmulatedEngine, req: ChatRequest, handle: Handle):
+    def __init__(self, engine: EmulatedEngine, req: EngineRequest, handle: Handle):
         self.engine = engine
         self.req = req
         self.handle = handle
@@ -116,7 +106,7 @@ class _Answer:
         self.id = ("chatcmpl-" if self.chat else "cmpl-") + uuid.uuid4().hex[:16]
         self.created = int(time.time())
         self.tokens = TokenSource(engine.spec.seed, req.request_id)
-        self.top_n = _top_n(req)
+        self.top_n = req.top_n
 
     async def whole(self) -> web.Response:
         """Wait for the last token; the whole answer as one JSON object."""
@@ -148,8 +138,7 @@ class _Answer:
             choice = self._choice(toks, final=self.handle.finished, first=sent == 0)
             sent += n
             await self._send(resp, [choice])
-        options = self.req.body.get("stream_options") or {}
-        if options.get("include_usage"):
+        if self.req.include_usage:
             await self._send(resp, [], usage=self._usage())
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
@@ -187,15 +176,6 @@ class _Answer:
     def _usage(self) -> dict[str, int]:
         p, c = self.handle.prompt_tokens, self.handle.generated
         return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
-
-
-def _top_n(req: ChatRequest) -> int | None:
-    """None: no logprobs asked; else how many alternatives per token (0 allowed)."""
-    body = req.body
-    if req.endpoint == "chat":
-        return int(body.get("top_logprobs") or 0) if body.get("logprobs") else None
-    value = body.get("logprobs")
-    return None if value is None else int(value)
 
 
 def _legacy_logprobs(toks: list[dict[str, Any]]) -> dict[str, Any]:

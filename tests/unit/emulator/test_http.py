@@ -8,6 +8,7 @@ import math
 from collections.abc import AsyncIterator
 
 import httpx
+import orjson
 import pytest
 import pytest_asyncio
 
@@ -94,6 +95,27 @@ async def test_errors_are_openai_shaped(engine, body: dict, status: int, code: s
     err = resp.json()["error"]
     assert set(err) == {"message", "type", "param", "code"}
     assert code is None or err["code"] == code
+
+
+RAW_BAD = [
+    ("chat-not-json", "/v1/chat/completions", b"{", "invalid_json"),
+    ("chat-not-an-object", "/v1/chat/completions", b"[]", "invalid_body"),
+    ("chat-no-model", "/v1/chat/completions", b'{"messages": []}',
+     "missing_required_parameter"),
+    ("completions-prompt-a-number", "/v1/completions",
+     orjson.dumps({"model": MODEL, "prompt": 5}), "invalid_value"),
+]
+
+
+@pytest.mark.parametrize("path,raw,code", [e[1:] for e in RAW_BAD], ids=[e[0] for e in RAW_BAD])
+async def test_bad_bodies_answer_an_openai_shaped_400(engine, path: str, raw: bytes,
+                                                       code: str) -> None:
+    _, client = engine
+    resp = await client.post(path, content=raw, headers={"content-type": "application/json"})
+    assert resp.status_code == 400
+    err = resp.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"}
+    assert (err["type"], err["code"]) == ("invalid_request_error", code) and err["message"]
 
 
 async def test_full_waiting_queue_answers_503(engine) -> None:
