@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 from fakes.anchor_ctx import signals
+from fakes.clock import FakeClock
 from structlog.testing import capture_logs
 
 from llmroute.anchor.collector import Collector, next_delay
@@ -187,15 +188,20 @@ async def test_collector_start_stop_polls_a_real_endpoint():
 
 async def test_stop_ends_the_loops_even_when_a_source_swallows_the_cancellation():
     class Stubborn:
+        swallowed = 0
+
         async def poll(self, backend, now):
             try:
-                await asyncio.sleep(0.05)
+                await asyncio.Event().wait()  # an answer still on its way
             except asyncio.CancelledError:
-                pass  # a misbehaving client library
+                self.swallowed += 1  # a misbehaving client library
             return signals(waiting=1)
 
-    loop = asyncio.get_running_loop()
-    c = Collector({"a": (BACKEND, Stubborn())}, SignalStore(2.0), loop.time, period_s=0.01)
+    clock = FakeClock()
+    source = Stubborn()
+    c = Collector({"a": (BACKEND, source)}, SignalStore(2.0), clock, period_s=0.01,
+                  sleep=clock.sleep)
     c.start()
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0)  # the loop starts and waits inside its first poll
     await asyncio.wait_for(c.stop(), 2.0)
+    assert source.swallowed == 1
