@@ -23,7 +23,6 @@ from typing import Any
 
 import structlog
 
-from llmroute.anchor.capability import capabilities_of
 from llmroute.backends.capabilities import capabilities
 from llmroute.backends.client import Chunk, UpstreamStream
 from llmroute.backends.sse import DONE, encode_json
@@ -37,6 +36,7 @@ from llmroute.errors import (
     UpstreamProtocolError,
     to_openai,
 )
+from llmroute.fuse.arming import entropy_armed
 from llmroute.fuse.entropy import chunk_entropies
 from llmroute.fuse.handoff import can_continue, echoed_text, leg_body
 from llmroute.fuse.monitor import Fuse
@@ -241,10 +241,8 @@ class Relay:
 
     def _armed(self, backend: Backend) -> bool:
         """Whether the entropy trigger runs on ``backend`` (so logprobs are requested)."""
-        caps = capabilities(backend.engine)
-        tools_block = self.request.has_tools and not caps.logprobs_with_tools
-        return (self.deps.fuse.enabled and self.request.endpoint == "chat"
-                and "logprobs" in capabilities_of(backend) and not tools_block)
+        return entropy_armed(self.deps.fuse, backend, self.request.endpoint,
+                             self.request.has_tools)
 
     def _fuse(self, backend: Backend) -> Fuse:
         armed = self._armed(backend)
