@@ -120,11 +120,13 @@ class Relay:
         at a time. A handoff's continuation then prefills only the last few tokens. Costs
         the fallback a prefill of every streamed token, in batches."""
         cfg, req = self.deps.fuse, self.request
+        if not cfg.prewarm or req.endpoint != "chat":  # checked per chunk: first, cheapest
+            return
         busy = self._warm is not None and not self._warm.done()
         due = self._warmed_at is None or self.seam.tokens - self._warmed_at >= (
             1 if self.leg is not None and self.leg.fuse.suspect else cfg.prewarm_tokens)
         nxt = self.budget.peek(0 if self.leg is not None else 1)
-        if not cfg.prewarm or req.endpoint != "chat" or busy or not due or nxt is None:
+        if busy or not due or nxt is None:
             return
         self._warmed_at = self.seam.tokens
         body = leg_body(req.body, req.endpoint, capabilities(nxt.backend.engine),
@@ -160,10 +162,11 @@ class Relay:
                 leg.end(None, ok=True)
                 self.leg = None
                 return
-            verdict = leg.fuse.observe(StreamEvent(chunk_entropies(chunk.obj)))
-            if verdict.handoff and self._can_continue():
-                await self._hand_off(leg, verdict, None)
-                return
+            if leg.fuse.armed:  # an unarmed fuse reacts to failures only
+                verdict = leg.fuse.observe(StreamEvent(chunk_entropies(chunk.obj)))
+                if verdict.handoff and self._can_continue():
+                    await self._hand_off(leg, verdict, None)
+                    return
             out = self.seam.rewrite(chunk.obj, self.deps.clock())
             if out is not None:
                 data = self._flush(last=False)
