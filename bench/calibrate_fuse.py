@@ -39,7 +39,7 @@ import aiohttp
 
 from llmroute.config import FuseConfig, parse_config
 from llmroute.fuse.entropy import entropy_nats
-from llmroute.runtime import open_runtime
+from llmroute.assemble.runtime import open_runtime
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "alpaca-eval" / "instructions.jsonl"
 BUILTIN = ["What is the capital of France?", "Explain how a bicycle works.",

@@ -37,7 +37,7 @@ import httpx
 
 from llmroute.api.app import create_app
 from llmroute.config import parse_config
-from llmroute.runtime import open_runtime, wire
+from llmroute.assemble.runtime import open_runtime, wire
 from llmroute.api.server import serve_in_background
 
 CONFIG = """\

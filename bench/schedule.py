@@ -54,7 +54,7 @@ from llmroute.config import Config
 from llmroute.emulator.capacity import saturation_throughput
 from llmroute.emulator.spec import EngineSpec
 from llmroute.observe.logging import configure_logging
-from llmroute.runtime import open_runtime
+from llmroute.assemble.runtime import open_runtime
 from llmroute.api.server import serve_in_background
 
 RESULTS = Path(__file__).resolve().parent / "results"

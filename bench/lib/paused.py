@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from llmroute.api.app import create_app
 from llmroute.config import load_config
-from llmroute.runtime import open_runtime
+from llmroute.assemble.runtime import open_runtime
 
 HEADER = b"x-bench-pause-ms"
 

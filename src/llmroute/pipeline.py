@@ -53,9 +53,9 @@ async def route(rt: Runtime, request: ChatRequest) -> Routed:
     timing = server_timing((time.perf_counter() - started) * 1000.0)
     d = decide(rt, request, intent, explain=False)
     if request.stream:
-        backend, stream = await dispatch.open_stream(rt, request, d.plan, d.candidates)
+        backend, stream = await dispatch.open_stream(rt.dispatch, request, d.plan, d.candidates)
         return Routed(route_headers(request, d, backend) | timing, stream=stream)
-    backend, body = await dispatch.complete(rt, request, d.plan, d.candidates)
+    backend, body = await dispatch.complete(rt.dispatch, request, d.plan, d.candidates)
     return Routed(route_headers(request, d, backend) | timing, body=body)
 
 

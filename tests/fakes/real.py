@@ -12,7 +12,8 @@ import pytest
 from llmroute.api.app import create_app
 from llmroute.config import parse_config
 from llmroute.errors import EngineError
-from llmroute.runtime import Runtime, open_runtime
+from llmroute.assemble.runtime import open_runtime
+from llmroute.runtime import Runtime
 from llmroute.api.server import serve_in_background
 
 

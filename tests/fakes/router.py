@@ -12,7 +12,8 @@ import httpx
 
 from llmroute.api.app import create_app
 from llmroute.config import Config
-from llmroute.runtime import Runtime, make_backends, wire
+from llmroute.assemble.runtime import make_backends, wire
+from llmroute.runtime import Runtime
 
 
 def make_config(backends: list[dict[str, Any]], **extra: Any) -> Config:

@@ -1,14 +1,16 @@
 """The ASGI app: OpenAI-compatible routes over a Runtime.
 
-``create_app(config)`` builds everything in its lifespan (engines, HTTP client);
-``create_app(config, runtime=rt)`` serves an already-open Runtime (tests, embedding).
+``create_app(config, runtime=rt)`` serves an already-open Runtime (``llmroute serve``,
+tests, embedding); ``create_app(config, opener=...)`` opens one in its lifespan
+(``assemble.serve.build_app``: engines, HTTP client). This module builds no Runtime itself.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from starlette.applications import Starlette
@@ -28,19 +30,26 @@ from llmroute.api.responses import json_response
 from llmroute.api.wire import parse_chat, parse_completion
 from llmroute.config import Config
 from llmroute.errors import LLMRouteError
-from llmroute.runtime import Progress, Runtime, open_runtime
+from llmroute.runtime import Runtime
+
+Opener = Callable[[], AbstractAsyncContextManager[Runtime]]
+"""Opens a Runtime for the app's lifespan (``assemble.runtime.open_runtime``)."""
 
 
 def create_app(config: Config, *, runtime: Runtime | None = None,
-               progress: Progress | None = None) -> Starlette:
-    """The Starlette app; its lifespan opens a Runtime unless one is given."""
+               opener: Opener | None = None) -> Starlette:
+    """The Starlette app for ``config`` over ``runtime``, else over the Runtime ``opener()``
+    opens for the app's lifespan. Raises TypeError when neither is given."""
+    if runtime is None and opener is None:
+        raise TypeError("create_app needs a runtime or an opener")
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        if runtime is not None:
+        if runtime is not None or opener is None:
             app.state.runtime = runtime
             yield
             return
-        async with open_runtime(config, progress) as rt:
+        async with opener() as rt:
             app.state.runtime = rt
             yield
 

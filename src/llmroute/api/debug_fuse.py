@@ -3,8 +3,10 @@
 Query: ``hours`` (look-back, default 24) and ``limit`` (recent events, default 50, ≤ 500).
 Answer: ``counts`` per backend per hour and reason (``hour`` is the epoch second the hour
 starts; the heatmap's cells), ``recent`` events newest first with their entropy curves
-(``window``, nats per token), and per backend whether the entropy trigger is armed
-(``entropy_trigger``: the fuse is on and the engine streams logprobs) with its settings.
+(``window``, nats per token), and per backend whether the entropy trigger is armed for a
+chat request (``entropy_trigger``) and for a chat request with ``tools``
+(``entropy_trigger_with_tools``), as the relay decides it (``fuse/arming.py``; a legacy
+completion never arms it), with its settings.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from llmroute.anchor.capability import capabilities_of
 from llmroute.api.responses import json_response
 from llmroute.errors import InvalidRequest
+from llmroute.fuse.arming import entropy_armed
 from llmroute.runtime import Runtime
 
 _MAX_LIMIT = 500
@@ -37,11 +39,11 @@ async def debug_fuse(request: Request) -> Response:
 
 
 def _trigger(rt: Runtime, backend_id: str) -> dict[str, Any]:
-    backend = rt.backends[backend_id]
-    armed = rt.config.fuse.enabled and "logprobs" in capabilities_of(backend)
-    entropy = rt.config.fuse.for_pool(backend.pool)
-    return {"entropy_trigger": armed, "threshold_nats": entropy.threshold_nats,
-            "run_tokens": entropy.run_tokens}
+    backend, fuse = rt.backends[backend_id], rt.config.fuse
+    entropy = fuse.for_pool(backend.pool)
+    return {"entropy_trigger": entropy_armed(fuse, backend, "chat", has_tools=False),
+            "entropy_trigger_with_tools": entropy_armed(fuse, backend, "chat", has_tools=True),
+            "threshold_nats": entropy.threshold_nats, "run_tokens": entropy.run_tokens}
 
 
 def _number(request: Request, name: str, default: float) -> float:

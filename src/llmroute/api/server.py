@@ -1,5 +1,6 @@
-"""Running the ASGI app with uvicorn: in the foreground (``serve``) or in the background on a
-free loopback port (``demo``, tests)."""
+"""Running the ASGI app with uvicorn: in the foreground (``serve_app``; ``llmroute serve``
+goes through ``assemble.serve.serve_forever``) or in the background on a free loopback port
+(``demo``, tests)."""
 
 from __future__ import annotations
 
@@ -10,19 +11,12 @@ from typing import Any
 
 import uvicorn
 
-from llmroute.api.app import create_app
-from llmroute.config import Config
-from llmroute.runtime import Progress, open_runtime
 
-
-async def serve_forever(config: Config, host: str, port: int, progress: Progress | None,
-                        log_level: str = "info") -> None:
-    """Start engines, then serve until SIGINT/SIGTERM; engines stop after the server."""
-    async with open_runtime(config, progress) as rt:
-        app = create_app(config, runtime=rt)
-        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level,
-                                               access_log=False, lifespan="off"))
-        await server.serve()
+async def serve_app(app: Any, host: str, port: int, log_level: str = "info") -> None:
+    """Serve ``app`` on ``host:port`` until SIGINT/SIGTERM (its lifespan is not run)."""
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level,
+                                           access_log=False, lifespan="off"))
+    await server.serve()
 
 
 @contextlib.asynccontextmanager

@@ -91,7 +91,7 @@ def _serve(config: Config, args: argparse.Namespace) -> int:
     import structlog
 
     from llmroute.observe.logging import configure_logging
-    from llmroute.api.server import serve_forever
+    from llmroute.assemble.serve import serve_forever
 
     configure_logging(args.log_level)
     log = structlog.get_logger("llmroute")

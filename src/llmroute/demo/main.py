@@ -12,11 +12,11 @@ import aiohttp
 from rich.console import Console
 
 from llmroute.api.app import create_app
+from llmroute.assemble.runtime import Progress, open_runtime
 from llmroute.config import Config
 from llmroute.demo import show
 from llmroute.demo.prompts import Conversation, builtin, load_jsonl
 from llmroute.demo.runner import Row, run_conversation
-from llmroute.runtime import Progress, open_runtime
 from llmroute.api.server import serve_in_background
 
 

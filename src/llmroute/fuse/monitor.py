@@ -4,7 +4,7 @@ Pure and synchronous (no I/O, no clock): dispatch turns every upstream chunk or 
 a ``StreamEvent`` and acts on the verdict. Triggers:
 
 * entropy: ``run_tokens`` consecutive tokens above ``threshold_nats`` (``fuse/entropy.py``),
-  only when the entropy trigger is armed (fuse enabled and the engine streams logprobs);
+  only when the entropy trigger is armed for the request (``fuse/arming.py``);
 * failure: any event carrying a ``failure`` reason (cut, malformed chunk, in-band error,
   stall) hands off at once.
 """

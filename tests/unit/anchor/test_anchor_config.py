@@ -9,7 +9,7 @@ from llmroute.anchor.wiring import anchor_deps
 from llmroute.config import parse_config
 from llmroute.fuse.breaker import CircuitBreaker
 from llmroute.errors import ConfigError
-from llmroute.runtime import make_backends
+from llmroute.assemble.runtime import make_backends
 
 BASE = """\
 pools:

@@ -11,7 +11,7 @@ from fakes.router import make_config, open_router
 from fakes.upstream import serve_upstream
 
 from llmroute import pipeline
-from llmroute.runtime import make_backends, wire
+from llmroute.assemble.runtime import make_backends, wire
 from llmroute.types import Intent, RoutePlan
 
 URL = "http://127.0.0.1:9"

@@ -15,7 +15,7 @@ from llmroute.api.app import create_app
 from llmroute.config import Config
 from llmroute.emulator.fleet import serve_engines
 from llmroute.emulator.spec import EngineSpec
-from llmroute.runtime import open_runtime
+from llmroute.assemble.runtime import open_runtime
 from llmroute.api.server import serve_in_background
 
 SPECS = [EngineSpec("h100", "7b", time_scale=0.01), EngineSpec("l4", "1b", time_scale=0.01)]

@@ -12,7 +12,7 @@ from fakes.router import make_config
 
 from llmroute.api.app import create_app
 from llmroute.gate.semantic import SemanticGate
-from llmroute.runtime import open_runtime
+from llmroute.assemble.runtime import open_runtime
 
 
 async def test_open_runtime_starts_the_semantic_gate_off_the_loop() -> None:

@@ -9,22 +9,26 @@ flight is never continued by another engine: a failure then ends the stream with
 event, and an entropy trigger is ignored until the call is finished. When no backend can
 continue, the stream ends with an OpenAI-shaped error event, never a fake clean stop.
 Every handoff and dead end is counted (``observe/metrics.py``) and stored
-(``observe/fuse_events.py``).
+(``observe/fuse_events.py``). Each leg opens with pre-first-byte failover
+(``failover.with_failover``) inside the request's one attempt budget; its ``Attempt`` is
+settled when the leg ends.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
-from llmroute.anchor.capability import capabilities_of
 from llmroute.backends.capabilities import capabilities
 from llmroute.backends.client import Chunk, UpstreamStream
 from llmroute.backends.sse import DONE, encode_json
+from llmroute.dispatch.attempt import Attempt, Budget
+from llmroute.dispatch.deps import Deps
+from llmroute.dispatch.failover import with_failover
 from llmroute.errors import (
     BackendError,
     LLMRouteError,
@@ -32,62 +36,42 @@ from llmroute.errors import (
     UpstreamProtocolError,
     to_openai,
 )
+from llmroute.fuse.arming import entropy_armed
 from llmroute.fuse.entropy import chunk_entropies
 from llmroute.fuse.handoff import can_continue, echoed_text, leg_body
 from llmroute.fuse.monitor import Fuse
 from llmroute.fuse.retry import failure_reason
 from llmroute.fuse.seam import Seam, client_top_logprobs
 from llmroute.observe.fuse_events import FuseEvent
-from llmroute.runtime import Runtime
 from llmroute.types import Backend, ChatRequest, FuseVerdict, RoutePlan, StreamEvent
 
-if TYPE_CHECKING:
-    from llmroute.dispatch import Attempt, Budget
-
 log = structlog.get_logger("llmroute.relay")
-Opened = tuple[UpstreamStream, AsyncIterator[Chunk], Chunk]
-Failover = Callable[[Runtime, RoutePlan, "Budget", Callable[[Backend], Awaitable[Opened]], int],
-                    Awaitable[tuple["Attempt", Opened]]]
-"""dispatch's ``with_failover(rt, plan, budget, call, prompt_tokens)``."""
 _WARM_DROPS = ("stream", "stream_options", "max_tokens", "max_completion_tokens", "logprobs",
                "top_logprobs")
 
 
-@dataclass
+@dataclass(slots=True)
 class _Leg:
-    """One backend's part of a streamed answer; ``end`` settles its accounting once."""
+    """One backend's part of a streamed answer: its attempt, upstream request and fuse."""
 
     attempt: Attempt
     upstream: UpstreamStream
     chunks: AsyncIterator[Chunk]
     first: Chunk | None
     fuse: Fuse
-    ttft_s: float
-    done: bool = False
 
-    def end(self, err: BaseException | None, ok: bool = False) -> None:
-        """Close the upstream request and record how the leg ended."""
-        if self.done:
-            return
-        self.done = True
+    def end(self, err: BackendError | None = None, ok: bool = False) -> None:
+        """Close the upstream request and settle the attempt (``Attempt.end``: once)."""
         self.upstream.close()
-        if ok:
-            self.attempt.succeed(self.ttft_s)
-        else:
-            self.attempt.fail(err if isinstance(err, BackendError) else None)
+        self.attempt.end(err, ok=ok)
 
 
 class Relay:
-    """The client's stream for one request across legs (see the module docstring).
+    """The client's stream for one request across legs (see the module docstring): legs
+    open on ``budget``'s candidates for ``request`` as ``plan`` allows."""
 
-    ``failover`` is dispatch's ``with_failover`` (each leg opens with pre-first-byte
-    failover inside the request's one ``budget``).
-    """
-
-    def __init__(self, rt: Runtime, request: ChatRequest, plan: RoutePlan, budget: Budget,
-                 failover: Failover):
-        self.rt, self.request, self.plan, self.budget = rt, request, plan, budget
-        self._failover = failover
+    def __init__(self, deps: Deps, request: ChatRequest, plan: RoutePlan, budget: Budget):
+        self.deps, self.request, self.plan, self.budget = deps, request, plan, budget
         self.seam = Seam(request.endpoint, client_top_logprobs(request.endpoint, request.body))
         self.leg: _Leg | None = None
         self._warm: asyncio.Task[None] | None = None
@@ -97,8 +81,8 @@ class Relay:
     async def open_leg(self) -> _Leg:
         """Open the next backend's stream (with failover) up to its first chunk."""
         async def call(backend: Backend) -> tuple[UpstreamStream, AsyncIterator[Chunk], Chunk]:
-            upstream = await self.rt.client.stream(backend, self.request.endpoint,
-                                                   self._body(backend), self.request.request_id)
+            upstream = await self.deps.client.stream(backend, self.request.endpoint,
+                                                     self._body(backend), self.request.request_id)
             chunks = aiter(upstream)
             try:
                 return upstream, chunks, await _first(chunks, backend)
@@ -106,11 +90,11 @@ class Relay:
                 upstream.close()
                 raise
 
-        attempt, (upstream, chunks, first) = await self._failover(
-            self.rt, self.plan, self.budget, call, self.request.prompt_tokens + self.seam.tokens)
+        attempt, (upstream, chunks, first) = await with_failover(
+            self.deps, self.plan, self.budget, call,
+            self.request.prompt_tokens + self.seam.tokens)
         attempt.first_token()
-        self.leg = _Leg(attempt, upstream, chunks, first, self._fuse(attempt.backend),
-                        self.rt.clock() - attempt.started)
+        self.leg = _Leg(attempt, upstream, chunks, first, self._fuse(attempt.backend))
         return self.leg
 
     async def stream(self) -> AsyncIterator[bytes]:
@@ -135,12 +119,14 @@ class Relay:
         high-entropy run is under way (``Fuse.suspect``: a handoff may follow) — one warm-up
         at a time. A handoff's continuation then prefills only the last few tokens. Costs
         the fallback a prefill of every streamed token, in batches."""
-        cfg, req = self.rt.config.fuse, self.request
+        cfg, req = self.deps.fuse, self.request
+        if not cfg.prewarm or req.endpoint != "chat":  # checked per chunk: first, cheapest
+            return
         busy = self._warm is not None and not self._warm.done()
         due = self._warmed_at is None or self.seam.tokens - self._warmed_at >= (
             1 if self.leg is not None and self.leg.fuse.suspect else cfg.prewarm_tokens)
         nxt = self.budget.peek(0 if self.leg is not None else 1)
-        if not cfg.prewarm or req.endpoint != "chat" or busy or not due or nxt is None:
+        if busy or not due or nxt is None:
             return
         self._warmed_at = self.seam.tokens
         body = leg_body(req.body, req.endpoint, capabilities(nxt.backend.engine),
@@ -156,8 +142,8 @@ class Relay:
 
     async def _warm_up(self, backend: Backend, body: dict[str, Any]) -> None:
         try:
-            await self.rt.client.complete(backend, "chat", body,
-                                          self.request.request_id + "-warm")
+            await self.deps.client.complete(backend, "chat", body,
+                                            self.request.request_id + "-warm")
         except BackendError as err:
             log.info("prewarm_failed", backend=backend.id, error=err.message)
 
@@ -176,11 +162,12 @@ class Relay:
                 leg.end(None, ok=True)
                 self.leg = None
                 return
-            verdict = leg.fuse.observe(StreamEvent(chunk_entropies(chunk.obj)))
-            if verdict.handoff and self._can_continue():
-                await self._hand_off(leg, verdict, None)
-                return
-            out = self.seam.rewrite(chunk.obj, self.rt.clock())
+            if leg.fuse.armed:  # an unarmed fuse reacts to failures only
+                verdict = leg.fuse.observe(StreamEvent(chunk_entropies(chunk.obj)))
+                if verdict.handoff and self._can_continue():
+                    await self._hand_off(leg, verdict, None)
+                    return
+            out = self.seam.rewrite(chunk.obj, self.deps.clock())
             if out is not None:
                 data = self._flush(last=False)
                 if Seam.terminal(out):
@@ -236,17 +223,17 @@ class Relay:
                       to: Backend | None) -> None:
         kind = "handoff" if to is not None else "dead_end"
         reason = verdict.reason or "unknown"
-        counter = self.rt.metrics.handoffs if to is not None else self.rt.metrics.dead_ends
+        counter = self.deps.metrics.handoffs if to is not None else self.deps.metrics.dead_ends
         counter.labels(backend.id, reason).inc()
         log.warning("fuse_" + kind, backend=backend.id, to=to.id if to else None,
                     reason=reason, at_token=self.seam.tokens)
-        await self.rt.fuse_events.add(FuseEvent(
-            self.rt.wall_clock(), self.request.request_id, backend.id, reason, kind,
+        await self.deps.fuse_events.add(FuseEvent(
+            self.deps.wall_clock(), self.request.request_id, backend.id, reason, kind,
             self.seam.tokens, verdict.window, to.id if to else None))
 
     def _body(self, backend: Backend) -> dict[str, Any]:
         req = self.request
-        top = self.rt.config.fuse.top_logprobs if self._armed(backend) else None
+        top = self.deps.fuse.top_logprobs if self._armed(backend) else None
         return leg_body(req.body, req.endpoint, capabilities(backend.engine),
                         self.seam.text, self.seam.tokens, top)
 
@@ -257,14 +244,12 @@ class Relay:
 
     def _armed(self, backend: Backend) -> bool:
         """Whether the entropy trigger runs on ``backend`` (so logprobs are requested)."""
-        caps = capabilities(backend.engine)
-        tools_block = self.request.has_tools and not caps.logprobs_with_tools
-        return (self.rt.config.fuse.enabled and self.request.endpoint == "chat"
-                and "logprobs" in capabilities_of(backend) and not tools_block)
+        return entropy_armed(self.deps.fuse, backend, self.request.endpoint,
+                             self.request.has_tools)
 
     def _fuse(self, backend: Backend) -> Fuse:
         armed = self._armed(backend)
-        return Fuse(self.rt.config.fuse.for_pool(backend.pool) if armed else None)
+        return Fuse(self.deps.fuse.for_pool(backend.pool) if armed else None)
 
 
 async def _first(chunks: AsyncIterator[Chunk], backend: Backend) -> Chunk:

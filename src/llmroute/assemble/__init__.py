@@ -1,0 +1,7 @@
+"""The composition root: Config → Runtime → served app.
+
+``runtime.py`` builds every part (backends, HTTP client, gate, strategy, anchor profile,
+breaker, stats, dispatch's ``Deps``) and owns their lifetime (``open_runtime``: local
+engines, the signal collector); ``serve.py`` serves the app over it. Nothing on the request
+path (``pipeline.py``, ``dispatch/``, ``api/``) imports this package.
+"""

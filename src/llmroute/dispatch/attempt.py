@@ -1,0 +1,136 @@
+"""One attempt's accounting, from ``begin`` to its one end, and the request's attempt budget.
+
+An ``Attempt`` is one request on one backend: ``begin`` counts it in flight there (a
+half-open breaker's probe) with its prompt pending prefill; ``first_token`` ends the
+prefill and notes the TTFT; exactly one of ``succeed`` / ``fail`` settles it in the
+router-side stats and the breaker (``end`` picks the right one; a second settlement does
+nothing). ``Budget`` is the request's one attempt budget, shared by pre-first-byte retries
+and mid-stream handoffs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llmroute.anchor.stats.router import PrefillTicket
+from llmroute.dispatch.deps import Deps
+from llmroute.errors import BackendError
+from llmroute.types import Backend, Candidate, Outcome
+
+
+@dataclass(slots=True)
+class Attempt:
+    """Accounting for one request on one backend: in-flight, latency, TTFT, breaker.
+
+    ``started`` and ``ttft_s`` are ``deps.clock`` seconds; ``output_tokens`` counts the
+    streamed chunks; ``done`` is True once settled."""
+
+    deps: Deps
+    backend: Backend
+    started: float
+    ticket: PrefillTicket | None = None
+    ttft_s: float | None = None
+    output_tokens: int = 0
+    done: bool = False
+
+    @classmethod
+    def begin(cls, deps: Deps, backend: Backend, prompt_tokens: int = 0) -> Attempt:
+        """Count a request as in flight on ``backend`` (a half-open breaker's probe), its
+        ``prompt_tokens`` as pending prefill there until its first token."""
+        now = deps.clock()
+        deps.breaker.begin(backend.id, now)
+        return cls(deps, backend, now, deps.stats.sent(backend.id, prompt_tokens, now))
+
+    def first_token(self) -> None:
+        """The first token arrived: the prompt is no longer pending, and the time since
+        ``begin`` (the TTFT, ``ttft_s``) teaches the backend's TTFT model."""
+        now = self.deps.clock()
+        self.ttft_s = now - self.started
+        if self.ticket is not None:
+            self.deps.stats.prefill_ended(self.ticket, now, first_token=True)
+            self.ticket = None
+
+    def end(self, err: BackendError | None = None, *, ok: bool = False) -> None:
+        """Settle the attempt unless it is settled already: ``ok`` → ``succeed``, else
+        ``fail`` with ``err`` (None: abandoned)."""
+        if ok:
+            self.succeed()
+        else:
+            self.fail(err)
+
+    def succeed(self, output_tokens: int | None = None) -> None:
+        """The request completed; records end-to-end latency (and the TTFT when a first
+        token was seen) and the output tokens (``output_tokens``, else the streamed chunks
+        counted in the field). Does nothing once settled."""
+        if self._settle():
+            return
+        now = self.deps.clock()
+        ttft_ms = None if self.ttft_s is None else self.ttft_s * 1000
+        self.deps.stats.finished(self.backend.id, now, ok=True,
+                                 latency_ms=(now - self.started) * 1000, ttft_ms=ttft_ms,
+                                 output_tokens=output_tokens or self.output_tokens or None,
+                                 ticket=self._take_ticket())
+        self.deps.breaker.record(self.backend.id, Outcome.SUCCESS, now)
+
+    def fail(self, err: BaseException | None, *, to_breaker: bool = True) -> None:
+        """The request failed (``err``) or was abandoned (None: client gone, or handed off
+        by the entropy trigger). A retryable failure counts against the breaker unless
+        ``to_breaker`` is False (see ``failover.blame_later``). Does nothing once settled."""
+        if self._settle():
+            return
+        now = self.deps.clock()
+        self.deps.stats.finished(self.backend.id, now, ok=err is None,
+                                 ticket=self._take_ticket())
+        if to_breaker and isinstance(err, BackendError) and err.retryable:
+            self.blame()
+        else:
+            self.deps.breaker.release(self.backend.id)
+
+    def blame(self) -> None:
+        """Count one failure against this backend's circuit breaker."""
+        self.deps.breaker.record(self.backend.id, Outcome.FAILURE, self.deps.clock())
+
+    def _settle(self) -> bool:
+        """Mark the attempt settled; True when it already was."""
+        was, self.done = self.done, True
+        return was
+
+    def _take_ticket(self) -> PrefillTicket | None:
+        """The pending-prefill ticket, handed to ``finished`` (which ends it) only once."""
+        ticket, self.ticket = self.ticket, None
+        return ticket
+
+
+class Budget:
+    """The request's one attempt budget: at most ``max_attempts`` attempts (``RoutePlan``)
+    shared by pre-first-byte retries and mid-stream handoffs, over ``candidates`` in order,
+    each backend at most once."""
+
+    def __init__(self, candidates: list[Candidate], max_attempts: int):
+        self._queue = list(candidates)
+        self.left = max_attempts
+
+    def take(self) -> Candidate | None:
+        """The next candidate, spending one attempt; None when the budget is spent."""
+        if self.left <= 0 or not self._queue:
+            return None
+        self.left -= 1
+        return self._queue.pop(0)
+
+    def peek(self, skip: int = 0) -> Candidate | None:
+        """The candidate after the next ``skip`` ones, without spending an attempt; None
+        when the budget cannot reach it."""
+        if self.left <= skip or len(self._queue) <= skip:
+            return None
+        return self._queue[skip]
+
+    @property
+    def exhausted(self) -> bool:
+        """True when no further attempt is possible."""
+        return self.left <= 0 or not self._queue
+
+    def keep_larger_context(self, context_length: int) -> bool:
+        """Drop candidates whose context (tokens) is not above ``context_length``; True when
+        some candidate is left."""
+        self._queue = [c for c in self._queue if c.backend.context_length > context_length]
+        return bool(self._queue)

@@ -1,0 +1,108 @@
+"""Failover before the first byte: ``with_failover`` tries the budget's candidates in order
+(connect errors, timeouts, 429, 5xx and context-length refusals move on; another 4xx is the
+client's answer), one ``Attempt`` each, with jittered back-off between failures."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import structlog
+
+from llmroute.dispatch.attempt import Attempt, Budget
+from llmroute.dispatch.deps import Deps
+from llmroute.errors import (
+    BackendError,
+    LLMRouteError,
+    NoBackendAvailable,
+    UpstreamStatusError,
+)
+from llmroute.fuse.retry import backoff_s, is_context_overflow
+from llmroute.types import Backend, Candidate, RoutePlan
+
+T = TypeVar("T")
+log = structlog.get_logger("llmroute.dispatch")
+
+
+def blame_later(err: BackendError) -> bool:
+    """An HTTP 500 with a JSON error body means the engine ran and rejected *this request*
+    (llama.cpp answers 500 to a malformed ``tools`` list, for example). Such a failure counts
+    against the breaker only once another backend has shown the request was servable, so
+    one client's bad requests cannot open every breaker."""
+    return isinstance(err, UpstreamStatusError) and err.upstream_status == 500 \
+        and err.body is not None
+
+
+async def with_failover(deps: Deps, plan: RoutePlan, budget: Budget,
+                        call: Callable[[Backend], Awaitable[T]], prompt_tokens: int = 0
+                        ) -> tuple[Attempt, T]:
+    """``call`` the budget's candidates in order until one succeeds, with jittered back-off
+    between failures; each attempt counts ``prompt_tokens`` as pending prefill. A
+    context-length refusal moves on to larger-context candidates only; a 429's
+    ``Retry-After`` holds that backend's breaker open. Returns the successful (unsettled)
+    attempt and what ``call`` returned.
+
+    Raises the first non-retryable BackendError as is (a 4xx from the engine), or
+    NoBackendAvailable when every attempt failed or there is no candidate.
+    """
+    errors: list[BackendError] = []
+    suspects: list[Attempt] = []
+    while (cand := budget.take()) is not None:
+        if errors:
+            await asyncio.sleep(backoff_s(deps.retry, len(errors), deps.rng, errors[-1]))
+        attempt = Attempt.begin(deps, cand.backend, prompt_tokens)
+        try:
+            result = await call(cand.backend)
+        except BackendError as err:
+            later = blame_later(err)
+            attempt.fail(err, to_breaker=not later)
+            log.warning("attempt_failed", backend=cand.backend.id, error=err.message)
+            _note_retry_after(deps, err)
+            if not err.retryable and not _wider_context(budget, cand, err):
+                raise
+            errors.append(err)
+            suspects += [attempt] if later else []
+            continue
+        except BaseException:
+            attempt.fail(None)
+            raise
+        _blame(suspects)
+        return attempt, result
+    raise _exhausted(plan, errors, suspects)
+
+
+def _wider_context(budget: Budget, cand: Candidate, err: BackendError) -> bool:
+    return is_context_overflow(err) and budget.keep_larger_context(cand.backend.context_length)
+
+
+def _note_retry_after(deps: Deps, err: BackendError) -> None:
+    if isinstance(err, UpstreamStatusError) and err.upstream_status == 429 \
+            and err.retry_after_s:
+        deps.breaker.hold(err.backend_id, err.retry_after_s, deps.clock())
+
+
+def _blame(attempts: list[Attempt]) -> None:
+    for a in attempts:
+        a.blame()
+
+
+def _exhausted(plan: RoutePlan, errors: list[BackendError],
+               suspects: list[Attempt]) -> LLMRouteError:
+    """The error for a request no attempt served. When every attempt was an HTTP 500 with an
+    error body, the request itself is the likely cause: the engine's answer is returned
+    (502) and no breaker is blamed; otherwise the suspects are blamed and the answer is 503."""
+    if errors and len(suspects) == len(errors):
+        return UpstreamStatusError(f"every backend rejected this request: {errors[0].message}",
+                                   upstream_status=502, body=None,
+                                   backend_id=errors[0].backend_id)
+    _blame(suspects)
+    detail = "; ".join(e.message for e in errors) or "no backend fits this request"
+    return NoBackendAvailable(f"no backend could serve pool {plan.pool}: {detail}",
+                              retry_after_s=retry_after_hint(errors))
+
+
+def retry_after_hint(errors: list[BackendError]) -> float:
+    """Seconds a client should wait: the largest upstream Retry-After, else 1 s."""
+    hints = [getattr(e, "retry_after_s", None) for e in errors]
+    return max([h for h in hints if h] or [1.0])

@@ -1,0 +1,90 @@
+"""The two ways to serve a ranked request: ``complete`` (JSON) and ``open_stream`` (SSE).
+
+The pool's degradation tier (``fuse/degrade.py``) applies first; then the candidates are
+tried within one per-request attempt budget (``attempt.Budget``), failing over before the
+first byte (``failover.py``) and, for streams, handing off after it (``relay.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from llmroute.backends.sse import DONE, encode_json
+from llmroute.dispatch.attempt import Budget
+from llmroute.dispatch.deps import Deps
+from llmroute.dispatch.failover import with_failover
+from llmroute.dispatch.relay import Relay
+from llmroute.fuse.degrade import (
+    canned_backend,
+    canned_chunks,
+    canned_completion,
+    pool_health,
+    tiered,
+)
+from llmroute.types import Backend, Candidate, ChatRequest, RoutePlan
+
+
+async def complete(deps: Deps, request: ChatRequest, plan: RoutePlan,
+                   candidates: list[Candidate]) -> tuple[Backend, dict[str, Any]]:
+    """Non-streamed request with failover; returns the backend used and its answer (the
+    engine's JSON, or the pool's canned answer). Raises as ``with_failover`` does, or
+    NoBackendAvailable when the degraded pool sheds."""
+    async def call(backend: Backend) -> dict[str, Any]:
+        return await deps.client.complete(backend, request.endpoint, request.body,
+                                          request.request_id)
+
+    ordered = degrade(deps, plan, candidates)
+    if ordered is None:
+        return canned_backend(plan.pool), canned_completion(
+            request, deps.fuse.degradation[plan.pool], int(deps.wall_clock()))
+    attempt, answer = await with_failover(deps, plan, Budget(ordered, plan.max_attempts), call,
+                                          request.prompt_tokens)
+    attempt.succeed(output_tokens=_completion_tokens(answer))
+    deps.affinity.record(request.text, attempt.backend.id, attempt.started)
+    return attempt.backend, answer
+
+
+async def open_stream(deps: Deps, request: ChatRequest, plan: RoutePlan,
+                      candidates: list[Candidate]) -> tuple[Backend, AsyncIterator[bytes]]:
+    """Streamed request with failover until the first chunk; returns the first backend and
+    the SSE byte stream for the client (which ends with ``[DONE]`` or an OpenAI error
+    event), handing off mid-stream as the fuse decides. Raises as ``complete`` does."""
+    ordered = degrade(deps, plan, candidates)
+    if ordered is None:
+        chunks = canned_chunks(request, deps.fuse.degradation[plan.pool],
+                               int(deps.wall_clock()))
+        return canned_backend(plan.pool), _replay(chunks)
+    relay = Relay(deps, request, plan, Budget(ordered, plan.max_attempts))
+    relay.prewarm()  # with fuse.prewarm the fallback prefills while the primary does
+    try:
+        attempt = (await relay.open_leg()).attempt
+    except BaseException:
+        relay.stop_warm()
+        raise
+    deps.affinity.record(request.text, attempt.backend.id, attempt.started)
+    return attempt.backend, relay.stream()
+
+
+def degrade(deps: Deps, plan: RoutePlan, candidates: list[Candidate]
+            ) -> list[Candidate] | None:
+    """``candidates`` under the plan pool's degradation tier (``fuse/degrade.py``); None
+    for the canned answer. Raises NoBackendAvailable (503 with Retry-After) when shedding."""
+    config = deps.fuse.degradation.get(plan.pool)
+    if config is None:  # a pool without tiers is never degraded: no health to compute
+        return candidates
+    health = pool_health(deps.breaker, deps.pools.get(plan.pool, ()), deps.clock())
+    return tiered(candidates, plan.pool, health, config)
+
+
+async def _replay(chunks: list[dict[str, Any]]) -> AsyncIterator[bytes]:
+    for chunk in chunks:
+        yield encode_json(chunk)
+    yield DONE
+
+
+def _completion_tokens(answer: dict[str, Any]) -> int | None:
+    """``usage.completion_tokens`` of a non-streamed answer, when the engine sent it."""
+    usage = answer.get("usage")
+    n = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    return n if isinstance(n, int) and n >= 0 else None
