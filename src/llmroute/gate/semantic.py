@@ -14,21 +14,24 @@ Per request (docs/gate.md):
    inline for ``classify``) and the two opinions are combined, the encoder's under the same
    structure terms as the first stage (``verdict.structure_vector``; source ``fast+encoder``);
 5. config rule overrides (hot-reloaded) are applied last (source gains ``+rule``);
-6. complexity from ``complexity.ComplexityScorer`` over the compressed text (so a 1 MB prompt
-   costs what a 1 kB one does), with the request's token count for length.
+6. complexity from ``complexity.ComplexityScorer`` (the one formula) over the compressed
+   text (so a 1 MB prompt costs what a 1 kB one does), with the request's token count for
+   length.
 
-Until ``start()`` has fitted the heads (in a worker thread), and if anything fails, the
-verdict comes from ``RulesClassifier`` (source ``rules``): the gate never raises into the
-request path and never blocks the event loop on a model.
+Until ``start()`` has fitted the heads (in a worker thread) the verdict's label comes from
+``RulesClassifier`` (source ``rules``), with the complexity step 6 gives, so a prompt's
+complexity does not change once the models are ready; if anything fails, the verdict comes
+from ``RulesClassifier``: the gate never raises into the request path and never blocks the
+event loop on a model.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -180,16 +183,23 @@ class SemanticGate:
         return c, scored
 
     def _early(self, c: Compressed, request: ChatRequest) -> Intent:
-        """Nothing to classify → the documented default; not started yet → the rules."""
-        return nothing_intent("semantic") if c.empty else self._rules.classify(request)
+        """Nothing to classify → the documented default; not started yet → the rules' label
+        with the complexity the started gate gives."""
+        if c.empty:
+            return nothing_intent("semantic")
+        level = self._level(c, request, self._rules.scores(request, c.text))
+        return replace(self._rules.classify(request), complexity=level)
+
+    def _level(self, c: Compressed, request: ChatRequest, scores: Mapping[str, float]) -> float:
+        """Complexity over the compressed text (``scores``: the rules' over ``c.text``)."""
+        return self._complexity.score(c.text, request.prompt_tokens, scores, c.turns)
 
     def _first(self, c: Compressed, request: ChatRequest) -> _Scored | tuple[_Scored, ChatRequest]:
         """First stage; returns the final answer, or ``(first, request)`` to ask the encoder."""
         assert self.model is not None
         scores = self._rules.scores(request, c.text)
         p = first_stage(self.model.fast_proba(c.text), scores, self.model.classes, c)
-        level = self._complexity.score(c.text, request.prompt_tokens, scores, c.turns)
-        scored = _Scored(p, level, "fast")
+        scored = _Scored(p, self._level(c, request, scores), "fast")
         if (p.max() >= self.cfg.second_opinion_below or self.model.encoder is None or c.pasted
                 or encoder_weight(c.cjk) < ENCODER_MIN_WEIGHT):
             self._cache[c.key] = scored

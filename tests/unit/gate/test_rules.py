@@ -5,22 +5,19 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmroute.errors import ConfigError
+from llmroute.gate.complexity import Evidence, formula
+from llmroute.gate.constants import RULES_HEAD_CHARS, RULES_TAIL_CHARS
 from llmroute.gate.intents import DEFAULT_INTENT, INTENTS
+from llmroute.gate.probs import softmax
 from llmroute.gate.protocol import Classifier
-from llmroute.gate.rules import (
-    HEAD_CHARS,
-    TAIL_CHARS,
-    RulesClassifier,
-    complexity,
-    inspected_text,
-    softmax,
-    verdict,
-)
+from llmroute.gate.rules import RulesClassifier, inspected_text
+from llmroute.gate.verdict import make_intent
 from llmroute.types import ChatRequest, Intent
 
 
@@ -181,7 +178,7 @@ def test_bad_inputs_give_valid_intents(classifier: RulesClassifier, text: str) -
 def test_inspected_text_is_capped() -> None:
     text = "a" * 1_000_000 + "TAIL"
     window = inspected_text(text)
-    assert len(window) == HEAD_CHARS + 1 + TAIL_CHARS
+    assert len(window) == RULES_HEAD_CHARS + 1 + RULES_TAIL_CHARS
     assert window.endswith("TAIL")
 
 
@@ -256,8 +253,9 @@ def test_complexity_orders_easy_below_hard(classifier: RulesClassifier) -> None:
 def test_complexity_is_clamped(
     tokens: int, constraints: int, code: float, turns: int, expected: float
 ) -> None:
-    scores = {"code": code, "math": 0.0, "reasoning": code}
-    assert complexity(tokens, constraints, scores, turns) == expected
+    evidence = Evidence(tokens=tokens, tasks=0, constraints=constraints, advanced=0,
+                        code_math=code, reasoning=code, turns=turns)
+    assert formula(evidence) == expected
 
 
 CONSTRAINT_SENTENCES = [
@@ -322,14 +320,14 @@ def test_appending_constraints_never_lowers_complexity(base: str, added: list[st
 
 @given(st.dictionaries(st.sampled_from(INTENTS), st.floats(0, 1e6), min_size=1))
 def test_softmax_is_a_distribution(scores: dict[str, float]) -> None:
-    probs = softmax(scores)
-    assert math.isclose(sum(probs.values()), 1.0)
-    assert all(0.0 <= p <= 1.0 for p in probs.values())
+    probs = softmax(np.array([list(scores.values())]))[0]
+    assert math.isclose(sum(probs), 1.0)
+    assert all(0.0 <= p <= 1.0 for p in probs)
 
 
 def test_verdict_conflict_and_runners_up() -> None:
     probs = dict.fromkeys(INTENTS, 0.0) | {"code": 0.5, "math": 0.3, "chat": 0.15, "open_qa": 0.05}
-    intent = verdict(probs, 1.0)
+    intent = make_intent(np.array([probs[k] for k in INTENTS]), INTENTS, 1.0, "rules")
     assert intent.label == "code"
     assert intent.confidence == 0.5
     assert intent.runners_up == (("math", 0.3), ("chat", 0.15), ("open_qa", 0.05))
