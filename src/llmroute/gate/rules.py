@@ -23,6 +23,9 @@ Text handling: only ``RULES_HEAD_CHARS`` + ``RULES_TAIL_CHARS`` characters are i
 (the middle of a huge prompt is skipped; ``constants``), NFKC-normalised so full-width
 ``１＋２？`` reads as ``1+2?``. Patterns compile with ``matching.FLAGS``.
 
+``RulesClassifier`` is the pure engine (the semantic gate reads its scores and answers with
+its verdict until its models are ready); ``RulesGate`` runs it as the gate for
+``gate.kind: rules``.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from llmroute.gate.constants import (
     RULES_HEAD_CHARS,
     RULES_TAIL_CHARS,
 )
+from llmroute.gate.health import GateHealth
 from llmroute.gate.intents import DEFAULT_INTENT, INTENTS
 from llmroute.gate.matching import FLAGS, count_distinct
 from llmroute.gate.probs import softmax
@@ -272,20 +276,23 @@ def structure_evidence(request: ChatRequest, text: str) -> Iterator[tuple[str, f
 
 
 class RulesClassifier:
-    """Keyword/regex + request-structure classifier (English and Chinese); a ``Classifier``.
+    """Keyword/regex + request-structure classifier (English and Chinese): pure and
+    synchronous (bounded regex work, no I/O).
 
     ``rules`` maps an intent in ``INTENTS`` to extra regex patterns (case-insensitive,
     ``re.ASCII`` word boundaries), each distinct match worth ``EXTRA_RULE_WEIGHT``; an
-    unknown intent or bad pattern raises ``ConfigError`` here, never in ``classify``.
+    unknown intent or bad pattern raises ``ConfigError`` here, never in ``intent``.
     """
 
     def __init__(self, rules: Mapping[str, Sequence[str]] | None = None) -> None:
         self._rules = compile_rules(KEYWORDS, rules or {})
         self._complexity = ComplexityScorer()
 
-    def classify(self, request: ChatRequest) -> Intent:
-        """Return the request's ``Intent`` (see the module docstring); never raises for any
-        ``request.text``. Empty or whitespace-only text gives ``verdict.nothing_intent``."""
+    def intent(self, request: ChatRequest) -> Intent:
+        """The request's ``Intent`` (module docstring), source ``rules``: ``label`` in
+        ``INTENTS``, ``confidence``/``conflict`` in [0, 1], ``complexity`` in [0.1, 5.0];
+        empty or whitespace-only text gives ``verdict.nothing_intent``. Never raises for any
+        ``request.text``."""
         if not request.text or request.text.isspace():
             return nothing_intent("rules")
         text = inspected_text(request.text)
@@ -293,16 +300,6 @@ class RulesClassifier:
         level = self._complexity.score(text, request.prompt_tokens, scores, request.turns)
         raw = np.fromiter((scores[k] for k in INTENTS), float, len(INTENTS))
         return make_intent(softmax(raw[None, :] / TEMPERATURE)[0], INTENTS, level, "rules")
-
-    async def classify_async(self, request: ChatRequest) -> Intent:
-        """``classify`` (pure regex work bounded by the inspected window; no thread needed)."""
-        return self.classify(request)
-
-    async def start(self) -> None:
-        """Nothing to load."""
-
-    async def close(self) -> None:
-        """Nothing to release."""
 
     def scores(self, request: ChatRequest, text: str | None = None) -> dict[str, float]:
         """Raw evidence per intent (every label in ``INTENTS``), prior included, before the
@@ -315,3 +312,24 @@ class RulesClassifier:
         for intent, weight in structure_evidence(request, text):
             scores[intent] += weight
         return scores
+
+
+class RulesGate:
+    """The gate for ``gate.kind: rules``: ``RulesClassifier`` alone (``classifier``), with
+    the config's extra ``rules``. Raises ConfigError for bad rules. Nothing to load; it has
+    no stage that can fail, so ``health`` counts nothing."""
+
+    def __init__(self, rules: Mapping[str, Sequence[str]] | None = None) -> None:
+        self.classifier = RulesClassifier(rules)
+        self.health = GateHealth()
+
+    async def classify(self, request: ChatRequest) -> Intent:
+        """``RulesClassifier.intent`` (regex work bounded by the inspected window; no thread
+        needed). Never raises."""
+        return self.classifier.intent(request)
+
+    async def start(self) -> None:
+        """Nothing to load."""
+
+    async def close(self) -> None:
+        """Nothing to release."""
