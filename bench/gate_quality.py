@@ -149,15 +149,22 @@ def mt_bench_101(n: int) -> Iterator[Item]:
 SOURCES = (mt_bench, gsm8k, code_alpaca, bfcl, glaive, p3, qmsum, mt_bench_101)
 
 
-def own_score(gate: SemanticGate, path: Path) -> Score:
+async def own_score(gate: SemanticGate, path: Path) -> Score:
     """The gate's score on one of our labelled files (``text`` or ``messages`` rows)."""
     rows = read_labelled(path)
-    return score([r.intent for r in rows], [gate.classify(r.request).label for r in rows])
+    return score([r.intent for r in rows], [(await gate.classify(r.request)).label for r in rows])
+
+
+async def own_scores(gate: SemanticGate) -> list[Score]:
+    """``own_score`` for the Chinese and English test, old held-out, English and Chinese
+    development files, in that order."""
+    paths = (ZH_TEST, EN_TEST, ZH_HELDOUT, EN_DEV, ZH_DEV)
+    return [await own_score(gate, path) for path in paths]
 
 
 async def classify_all(gate: Any, items: list[Item]) -> list[str]:
-    """Labels from ``gate.classify_async`` (the request path's entry point)."""
-    return [(await gate.classify_async(req)).label for _, req, _ in items]
+    """Labels from ``gate.classify`` (the request path's entry point)."""
+    return [(await gate.classify(req)).label for _, req, _ in items]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -178,10 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     truth = [label for _, _, label in items]
     pred = asyncio.run(classify_all(gate, items))
     rules = RulesClassifier()
-    base = score(truth, [rules.classify(req).label for _, req, _ in items])
-    zh_score, en_score = own_score(gate, ZH_TEST), own_score(gate, EN_TEST)
-    zh_dev = own_score(gate, ZH_HELDOUT)
-    en_dev2, zh_dev2 = own_score(gate, EN_DEV), own_score(gate, ZH_DEV)
+    base = score(truth, [rules.intent(req).label for _, req, _ in items])
+    zh_score, en_score, zh_dev, en_dev2, zh_dev2 = asyncio.run(own_scores(gate))
     main_score = score(truth, pred)
     print(report(main_score))
     for src in dict.fromkeys(s for s, _, _ in items):

@@ -2,16 +2,18 @@
 throughput under 32 concurrent callers, next to the same MiniLM run without the gate's
 optimisations, in the same process.
 
-- **gate**: ``SemanticGate`` as the router runs it: input compression (the latest turn's
-  first 512 and last 256 characters), n-gram first stage, int8 MiniLM (≤ 64 tokens of the
-  latest turn) only below the confidence threshold and never for pasted material (a long
-  prompt's document), micro-batching for concurrent callers. The cache is defeated (every
-  prompt unique).
+- **gate**: ``SemanticGate`` as the router runs it, started and asked through its one
+  entry point (``await gate.classify``): input compression (the latest turn's first 512 and
+  last 256 characters), n-gram first stage, int8 MiniLM (≤ 64 tokens of the latest turn, in
+  the gate's worker thread) only below the confidence threshold and never for pasted
+  material (a long prompt's document), micro-batching for concurrent callers. The cache is
+  defeated (every prompt unique).
 - **plain**: the same MiniLM exported to ONNX, fp32, on the uncompressed text (≤ 256 tokens),
   with the same embedding head, one request at a time in a worker thread.
 
-Latency runs pinned to one core (``sched_setaffinity``); throughput uses the machine's cores
-(2 here). Prompts: tests/data held-out sets (short) and the same prompts after ~16k
+Latency runs pinned to one core (``sched_setaffinity``; the gate measured there is started
+after pinning, so its worker thread shares that core); throughput uses the machine's cores
+(2 here), with a gate started after unpinning. Prompts: tests/data held-out sets (short) and the same prompts after ~16k
 characters of document text (long).
 
     python bench/gate_speed.py [--quick]
@@ -26,7 +28,7 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -38,6 +40,7 @@ from llmroute.config import GateConfig
 from llmroute.gate.compress import prompt_request
 from llmroute.gate.encoder import OnnxEncoder
 from llmroute.gate.export import ensure_exported
+from llmroute.gate.model import GateModel
 from llmroute.gate.semantic import SemanticGate
 from llmroute.types import ChatRequest
 
@@ -64,10 +67,10 @@ def long_prompts(n: int) -> list[str]:
 class Plain:
     """The unoptimised baseline: fp32 MiniLM on the raw text + the gate's embedding head."""
 
-    def __init__(self, gate: SemanticGate) -> None:
+    def __init__(self, model: GateModel) -> None:
         self.encoder = OnnxEncoder(ensure_exported(), int8=False, max_tokens=256)
-        assert gate.model is not None and gate.model.embed is not None
-        self.head = gate.model.embed
+        assert model.embed is not None
+        self.head = model.embed
 
     def classify(self, request: ChatRequest) -> str:
         """The label from the embedding head over the whole (truncated) text."""
@@ -86,6 +89,29 @@ def latencies(fn: Callable[[ChatRequest], object], texts: Sequence[str]) -> np.n
     return np.array(out)
 
 
+async def gate_latencies(call: Callable[[ChatRequest], Awaitable[object]],
+                         texts: Sequence[str]) -> np.ndarray:
+    """``latencies`` for an awaited ``call``, one request at a time."""
+    requests = [prompt_request(t) for t in texts]
+    out = []
+    for r in requests:
+        t0 = time.perf_counter()
+        await call(r)
+        out.append((time.perf_counter() - t0) * 1000)
+    return np.array(out)
+
+
+async def gate_latency(model: GateModel, n_short: int, n_long: int
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """(short, long) per-request ms of a gate started on ``model`` (cache defeated)."""
+    gate = SemanticGate(GateConfig(cache_size=1), model=model)
+    await gate.start()
+    short = await gate_latencies(gate.classify, prompts(n_short))
+    long = await gate_latencies(gate.classify, long_prompts(n_long))
+    await gate.close()
+    return short, long
+
+
 async def throughput(call: Callable[[ChatRequest], object], texts: Sequence[str]) -> float:
     """Classifications per second with ``CALLERS`` concurrent callers awaiting ``call``."""
     requests = [prompt_request(t) for t in texts]
@@ -100,10 +126,11 @@ async def throughput(call: Callable[[ChatRequest], object], texts: Sequence[str]
     return len(requests) / (time.perf_counter() - t0)
 
 
-async def measure_throughput(gate: SemanticGate, plain: Plain, n: int) -> tuple[float, float]:
+async def measure_throughput(model: GateModel, plain: Plain, n: int) -> tuple[float, float]:
     """(gate, plain) classifications/s on ``n`` unique short prompts each."""
+    gate = SemanticGate(GateConfig(cache_size=1), model=model)
     await gate.start()
-    fast = await throughput(gate.classify_async, prompts(n))
+    fast = await throughput(gate.classify, prompts(n))
     pool = ThreadPoolExecutor(1)
     loop = asyncio.get_running_loop()
 
@@ -129,16 +156,14 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     n_short, n_long, n_tp = (200, 40, 640) if args.quick else (1000, 200, 3200)
     cores = os.sched_getaffinity(0)
-    gate = SemanticGate(GateConfig(cache_size=1))
-    gate.load()
-    plain = Plain(gate)
+    model = SemanticGate(GateConfig()).load()
+    plain = Plain(model)
     os.sched_setaffinity(0, {min(cores)})
-    short_g, short_p = latencies(gate.classify, prompts(n_short)), latencies(
-        plain.classify, prompts(n_short // 2))
-    long_g, long_p = latencies(gate.classify, long_prompts(n_long)), latencies(
-        plain.classify, long_prompts(n_long // 2))
+    short_g, long_g = asyncio.run(gate_latency(model, n_short, n_long))
+    short_p = latencies(plain.classify, prompts(n_short // 2))
+    long_p = latencies(plain.classify, long_prompts(n_long // 2))
     os.sched_setaffinity(0, cores)
-    tp_gate, tp_plain = asyncio.run(measure_throughput(gate, plain, n_tp))
+    tp_gate, tp_plain = asyncio.run(measure_throughput(model, plain, n_tp))
     print(f"one core; {len(cores)} cores for throughput; {CALLERS} callers")
     print(f"{'prompts':<8}{'gate p50':>9}{'p99':>9}{'plain p50':>10}{'p99':>10}{'ratio':>10}")
     print(row("short", short_g, short_p))

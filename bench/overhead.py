@@ -247,7 +247,7 @@ def gate_p50_ms(gap_ms: float) -> float:
             request = parse_chat(body, str(i))
             await asyncio.sleep(gap_ms / 1000)
             t0 = time.perf_counter()
-            await gate.classify_async(request)
+            await gate.classify(request)
             times.append((time.perf_counter() - t0) * 1000)
         await gate.close()
         return times[50:]

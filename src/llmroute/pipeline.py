@@ -35,11 +35,11 @@ class Decision:
     candidates: list[Candidate]
 
 
-def decide(rt: Runtime, request: ChatRequest, intent: Intent | None = None, *,
-           explain: bool = True) -> Decision:
+async def decide(rt: Runtime, request: ChatRequest, intent: Intent | None = None, *,
+                 explain: bool = True) -> Decision:
     """Gate (unless ``intent`` is given), strategy and anchor for ``request``; ``explain``:
     see ``rank``. Raises ModelNotFound or ContextLengthExceeded."""
-    intent = intent if intent is not None else rt.gate.classify(request)
+    intent = intent if intent is not None else await rt.gate.classify(request)
     plan = rt.strategy.plan(request, intent)
     candidates = rank(rt, request, intent, plan, explain=explain)
     return Decision(intent, plan, candidates)
@@ -49,9 +49,9 @@ async def route(rt: Runtime, request: ChatRequest) -> Routed:
     """Serve ``request``: decide, dispatch with failover, and describe the route in headers
     (``route_headers``, plus ``server-timing`` with the gate's time)."""
     started = time.perf_counter()
-    intent = await rt.gate.classify_async(request)
+    intent = await rt.gate.classify(request)
     timing = server_timing((time.perf_counter() - started) * 1000.0)
-    d = decide(rt, request, intent, explain=False)
+    d = await decide(rt, request, intent, explain=False)
     if request.stream:
         backend, stream = await dispatch.open_stream(rt.dispatch, request, d.plan, d.candidates)
         return Routed(route_headers(request, d, backend) | timing, stream=stream)

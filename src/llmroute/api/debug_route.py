@@ -27,8 +27,8 @@ async def debug_route(request: Request) -> Response:
     if query is None:
         raise InvalidRequest("query parameter 'query' is required", param="query")
     chat = prompt_request(query)
-    intent = await rt.gate.classify_async(chat)
-    d = pipeline.decide(rt, chat, intent)
+    intent = await rt.gate.classify(chat)
+    d = await pipeline.decide(rt, chat, intent)
     return json_response({
         "query": query,
         "intent": {k: v for k, v in asdict(intent).items() if k != "complexity"},

@@ -113,6 +113,7 @@ async def open_runtime(config: Config, progress: Progress | None = None
         rt = wire(config, make_backends(config, urls), session, fleet)
         stack.callback(rt.fuse_events.close)
         await rt.gate.start()  # fits/loads in a worker thread; the loop keeps running
+        rt.metrics.registry.register(rt.gate.health)
         stack.push_async_callback(rt.gate.close)
         await _start_collector(stack, rt)
         yield rt

@@ -5,22 +5,27 @@
 examples, and stores the examples as ``$LLMROUTE_CACHE/gate/user-examples.jsonl``, which
 every later gate start fits on too. ``gate eval`` prints per-intent precision/recall/F1,
 macro-F1 and the confusion matrix, then ``RESULT {"macro_f1", "n", "per_intent"}`` last.
-Labels outside the configured intents are reported and skipped in both.
+Labels outside the configured intents are reported and skipped in both. ``classify`` and
+``gate eval`` start the gate as the router does (``asyncio.run``) and ask it through its one
+entry point, ``await gate.classify(request)``.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from llmroute.config import Config
 from llmroute.gate.compress import compress, prompt_request
 from llmroute.gate.examples import Example, read_labelled, user_examples_path
 from llmroute.gate.intents import INTENTS
+from llmroute.gate.protocol import Gate
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -47,15 +52,30 @@ def run(config: Config, args: argparse.Namespace) -> int:
     return evaluate(config, args.data)
 
 
-def classify(config: Config, text: str) -> int:
-    """Print the Intent of ``text`` and the time the classification took."""
+@asynccontextmanager
+async def started_gate(config: Config) -> AsyncIterator[Gate]:
+    """The semantic gate of ``config``, started (heads fitted, encoder loaded) and closed on
+    exit. Raises ConfigError for unusable examples or rules."""
     from llmroute.gate.semantic import SemanticGate
     gate = SemanticGate(config.gate)
-    gate.load()
+    await gate.start()
+    try:
+        yield gate
+    finally:
+        await gate.close()
+
+
+def classify(config: Config, text: str) -> int:
+    """Print the Intent of ``text`` and the time the classification took."""
+    return asyncio.run(_classify(config, text))
+
+
+async def _classify(config: Config, text: str) -> int:
     request = prompt_request(text)
-    t0 = time.perf_counter()
-    intent = gate.classify(request)
-    ms = (time.perf_counter() - t0) * 1000
+    async with started_gate(config) as gate:
+        t0 = time.perf_counter()
+        intent = await gate.classify(request)
+        ms = (time.perf_counter() - t0) * 1000
     print(json.dumps({"label": intent.label, "confidence": intent.confidence,
                       "runners_up": intent.runners_up, "conflict": intent.conflict,
                       "entropy": intent.entropy, "composite": intent.composite,
@@ -93,17 +113,20 @@ def fit(config: Config, data: Path) -> int:
 def evaluate(config: Config, data: Path) -> int:
     """Score the gate on ``data``; the last line is ``RESULT {…}``."""
     from llmroute.gate.evaluate import report, score
-    from llmroute.gate.semantic import SemanticGate
     examples = known(config, read_labelled(data))
     if not examples:
         print('RESULT {"macro_f1": 0.0, "n": 0, "per_intent": {}}')
         return 1
-    gate = SemanticGate(config.gate)
-    gate.load()
-    pred = [gate.classify(e.request).label for e in examples]
+    pred = asyncio.run(_labels(config, examples))
     s = score([e.intent for e in examples], pred)
     print(report(s))
     per = {k: {"precision": round(p, 4), "recall": round(r, 4), "f1": round(f, 4), "n": n}
            for k, (p, r, f, n) in s.per_intent.items()}
     print("RESULT " + json.dumps({"macro_f1": round(s.macro_f1, 4), "n": s.n, "per_intent": per}))
     return 0
+
+
+async def _labels(config: Config, examples: Sequence[Example]) -> list[str]:
+    """The started gate's label for each example, in order."""
+    async with started_gate(config) as gate:
+        return [(await gate.classify(e.request)).label for e in examples]

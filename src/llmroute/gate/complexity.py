@@ -1,7 +1,8 @@
-"""Complexity score 0.1–5.0: how hard the request is, from counted evidence.
+"""Complexity score 0.1–5.0: how hard the request is, from counted evidence. One formula
+for every gate: the rules gate feeds it its inspected window (``rules.inspected_text``), the
+semantic gate the compressed text (``compress``), each with the rules' scores over that text.
 
-Formula (all counts over ``rules.inspected_text`` of the request, i.e. its first 4000 and
-last 2000 characters, NFKC)::
+Formula::
 
     0.1
     + 0.35 · log2(1 + tokens / 50)          prompt length in tokens
@@ -14,11 +15,17 @@ last 2000 characters, NFKC)::
     + 0.2  · min(reasoning evidence, 5)     its reasoning score
     + 0.1  · min(turns − 1, 10)             earlier user turns
 
-clamped to [0.1, 5.0] and rounded to 3 places. The weights were set by hand to meet the
-seed's anchors: "write a bubble sort" ≈ 0.3 and "implement a Transformer in PyTorch and
-explain vanishing gradients" ≈ 4.7 (tests/unit/gate/test_complexity.py). Every term is a
-non-decreasing function of a count, so adding a constraint, a task or a turn to a prompt
-whose text fits the inspected window never lowers the score.
+clamped to [0.1, 5.0] and rounded to 3 places (negative token or turn counts read as 0 and
+1). Source: the seed design's complexity score as documented in docs/gate.md §Complexity;
+the weights were set by hand to meet its anchors, "write a bubble sort" ≈ 0.3 and "implement
+a Transformer in PyTorch and explain vanishing gradients" ≈ 4.7
+(tests/unit/gate/test_parts.py::test_complexity_anchors). It replaced the rules classifier's
+own, undocumented formula (length, constraints, code/maths/reasoning and turns only, no task
+or advanced-topic terms), so a prompt's complexity no longer depends on which stage
+answered. Every term is a non-decreasing function of a count, so adding a constraint, a task
+or a turn to a prompt whose text fits the inspected window never lowers the score (two
+caveats: past the window the tail shifts, and a long-span keyword pattern such as
+``if … then`` may merge two matches).
 """
 
 from __future__ import annotations
@@ -28,18 +35,20 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from llmroute.gate.rules import (
-    CONSTRAINTS,
-    FLAGS,
-    MAX_CONSTRAINTS,
-    count_distinct,
-    count_matches,
-)
+from llmroute.gate.constants import MAX_COMPLEXITY, MIN_COMPLEXITY
+from llmroute.gate.matching import FLAGS, count_distinct, count_matches
 
-MIN_COMPLEXITY = 0.1
-MAX_COMPLEXITY = 5.0
 MAX_TASKS = 5
 MAX_ADVANCED = 3
+MAX_CONSTRAINTS = 8
+
+CONSTRAINTS = (
+    r"\b(?:must|should|shall|have to|has to|needs? to|at least|at most|no more than|"
+    r"no less than|no fewer than|exactly|without|do not|don't|never|always|avoid|ensure|"
+    r"make sure|required?|requirements?|limit(?:ed)? to|within|strictly|only use)\b"
+    r"|必须|应该|应当|需要|至少|至多|最多|不超过|不少于|不要|不能|不得|不可|禁止|避免|务必|"
+    r"确保|只能|仅限|限制|以内|严格"
+)
 
 TASKS = (
     r"\b(?:write|implement|explain|describe|compare|contrast|analy[sz]e|prove|derive|design|"
@@ -104,15 +113,16 @@ class ComplexityScorer:
 
 
 def formula(e: Evidence) -> float:
-    """The module docstring's formula over ``e``, clamped to [0.1, 5.0], 3 places."""
+    """The module docstring's formula over ``e``, clamped to [0.1, 5.0], 3 places; total
+    over any counts (negative tokens read as 0, turns below 1 as 1)."""
     value = (
         MIN_COMPLEXITY
-        + 0.35 * math.log2(1 + e.tokens / 50)
+        + 0.35 * math.log2(1 + max(e.tokens, 0) / 50)
         + 0.15 * e.tasks + 0.3 * max(e.tasks - 1, 0)
         + 0.25 * min(e.constraints, MAX_CONSTRAINTS)
         + 1.2 * min(e.advanced, MAX_ADVANCED)
         + 0.15 * min(e.code_math, 8.0)
         + 0.2 * min(e.reasoning, 5.0)
-        + 0.1 * min(e.turns - 1, 10)
+        + 0.1 * min(max(e.turns - 1, 0), 10)
     )
     return round(min(max(value, MIN_COMPLEXITY), MAX_COMPLEXITY), 3)

@@ -5,9 +5,10 @@ Seed design (docs/gate.md §compression):
 - only **user** turns are read (system prompts, assistant answers and tool results say little
   about what is being asked now); a completions request's prompt counts as one user turn;
 - the **latest** user turn is weighted most: it leads the text, cut to its first
-  ``HEAD_CHARS`` (512) and last ``TAIL_CHARS`` (256) characters (the seed design: a request
-  around a pasted document states the task at its start or its end); earlier user turns
-  add at most ``EARLIER_CHARS`` (128) characters each, newest first, ``EARLIER_TURNS`` of them;
+  ``LATEST_HEAD_CHARS`` (512) and last ``LATEST_TAIL_CHARS`` (256) characters (the seed
+  design: a request around a pasted document states the task at its start or its end);
+  earlier user turns add at most ``EARLIER_CHARS`` (128) characters each, newest first,
+  ``EARLIER_TURNS`` of them;
 - fenced code blocks (```` ``` ````) are **not** encoded whole: each becomes one marker
   ``⟦code LANG N lines⟧`` and counts toward ``code_blocks``/``code_lines``;
 - tool schemas are a feature (``has_tools``, ``tool_names``), never encoded;
@@ -28,6 +29,8 @@ Seed design (docs/gate.md §compression):
   a turn is first cut to its first ``SCAN_HEAD_CHARS`` (8k) and last ``SCAN_TAIL_CHARS``
   (4k) characters, so a 1 MB prompt costs about what a 12 kB one does.
 
+The windows live in ``constants`` beside the rules classifier's (wider) one.
+
 ``Compressed.key`` (BLAKE2b of the text and features) keys the gate's cache.
 """
 
@@ -40,15 +43,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from llmroute.gate.constants import (
+    EARLIER_CHARS,
+    EARLIER_TURNS,
+    LATEST_HEAD_CHARS,
+    LATEST_TAIL_CHARS,
+    SCAN_HEAD_CHARS,
+    SCAN_TAIL_CHARS,
+)
 from llmroute.policy.tokens import CJK_CHARS
 from llmroute.types import ChatRequest
 
-HEAD_CHARS = 512
-TAIL_CHARS = 256
-EARLIER_CHARS = 128
-SCAN_HEAD_CHARS = 8_000
-SCAN_TAIL_CHARS = 4_000
-EARLIER_TURNS = 2
 MAX_TOOL_NAMES = 8
 TRANSCRIPT_LINES = 3
 PASTED_CHARS = 1500
@@ -171,7 +176,7 @@ def compress(request: ChatRequest) -> Compressed:
     raw = user_turns(request)
     turns = [clean(span(t, SCAN_HEAD_CHARS, SCAN_TAIL_CHARS)) for t in raw]
     latest, blocks, lines, langs = strip_code(turns[-1])
-    latest = span(latest.strip(), HEAD_CHARS, TAIL_CHARS)
+    latest = span(latest.strip(), LATEST_HEAD_CHARS, LATEST_TAIL_CHARS)
     earlier = [span(strip_code(t)[0].strip(), EARLIER_CHARS, 0)
                for t in reversed(turns[:-1][-EARLIER_TURNS:])]
     text = "\n".join([latest, *(e for e in earlier if e)])

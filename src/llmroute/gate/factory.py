@@ -7,16 +7,17 @@ from pathlib import Path
 from llmroute.config import Config
 from llmroute.gate.off import NoGate
 from llmroute.gate.protocol import Gate
-from llmroute.gate.rules import RulesClassifier
+from llmroute.gate.rules import RulesGate
 
 
 def make_gate(config: Config) -> Gate:
     """``SemanticGate`` (default; watches the config file for rule changes when it is one),
-    ``RulesClassifier`` with the config's rules, or ``NoGate`` (``kind: off``). Raises ConfigError for bad rules."""
+    ``RulesGate`` with the config's rules, or ``NoGate`` (``kind: off``). Raises ConfigError
+    for bad rules."""
     if config.gate.kind == "off":
         return NoGate()
     if config.gate.kind == "rules":
-        return RulesClassifier(config.gate.rules)
+        return RulesGate(config.gate.rules)
     from llmroute.gate.semantic import SemanticGate  # scikit-learn: imported only when used
 
     source = Path(config.source)

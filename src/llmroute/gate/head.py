@@ -33,6 +33,7 @@ from sklearn.svm import LinearSVC
 from sklearn.utils import extmath
 
 from llmroute.errors import ConfigError
+from llmroute.gate.probs import softmax
 from llmroute.policy.tokens import CJK_CHARS
 
 N_FEATURES = 2**18
@@ -41,13 +42,6 @@ C_EMBED = 0.3
 FOLDS = 5
 TEMPERATURES = np.geomspace(0.3, 4.0, 24)
 WORD_TOKENS = rf"(?u)[^\W{CJK_CHARS}]+|[{CJK_CHARS}]"
-
-
-def softmax(logits: np.ndarray) -> np.ndarray:
-    """Row-wise softmax of an ``(n, k)`` array, max-shifted (cannot overflow)."""
-    z = logits - logits.max(axis=1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=1, keepdims=True)
 
 
 def best_temperature(logits: np.ndarray, y: np.ndarray) -> float:

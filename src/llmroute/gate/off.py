@@ -4,6 +4,7 @@ explicit pool or model names only, and for measuring the gateway without its gat
 
 from __future__ import annotations
 
+from llmroute.gate.health import GateHealth
 from llmroute.gate.intents import DEFAULT_INTENT
 from llmroute.types import ChatRequest, Intent
 
@@ -11,13 +12,13 @@ OFF = Intent(DEFAULT_INTENT, 0.0, complexity=1.0, source="off")
 
 
 class NoGate:
-    """A Gate that answers ``OFF`` (label ``chat``, confidence 0, source ``off``)."""
+    """A Gate that answers ``OFF`` (label ``chat``, confidence 0, source ``off``); nothing
+    can fail, so ``health`` counts nothing."""
 
-    def classify(self, request: ChatRequest) -> Intent:
-        """Always ``OFF``."""
-        return OFF
+    def __init__(self) -> None:
+        self.health = GateHealth()
 
-    async def classify_async(self, request: ChatRequest) -> Intent:
+    async def classify(self, request: ChatRequest) -> Intent:
         """Always ``OFF``."""
         return OFF
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import structlog
 
 from llmroute.errors import ConfigError
-from llmroute.gate.rules import FLAGS
+from llmroute.gate.matching import FLAGS
 
 Compiled = tuple[tuple[str, tuple[re.Pattern[str], ...]], ...]
 Loader = Callable[[Path], Mapping[str, Sequence[str]]]

@@ -1,39 +1,36 @@
-"""The gate's contract (DESIGN.md §4): ``Classifier.classify(request) -> Intent``."""
+"""The gate's contract (DESIGN.md §4): ``await Gate.classify(request) -> Intent``, the one
+entry point."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
+from llmroute.gate.health import GateHealth
 from llmroute.types import ChatRequest, Intent
 
 
-class Classifier(Protocol):
-    """Turns one request into the gate's verdict.
+class Gate(Protocol):
+    """Turns one request into the gate's verdict, on the event loop.
 
-    Implementations are pure and synchronous (no I/O; model inference is the caller's
-    concern to move off the event loop), never raise for any ``request.text`` (empty,
-    huge, emoji, lone surrogates), and return an ``Intent`` whose ``label`` is one of
-    ``llmroute.gate.intents.INTENTS``, ``confidence`` and ``conflict`` in [0, 1],
-    ``runners_up`` as ``((label, probability), …)`` sorted by probability, descending, and
-    ``complexity`` in [0.1, 5.0].
+    ``start`` loads models without blocking the event loop; ``classify`` is the request
+    path's entry point (model work off the loop); ``close`` releases threads and watchers.
+    ``health`` counts the failures the gate tolerated, per stage (a Prometheus collector for
+    the app's registry; ``health.GateHealth``).
     """
 
-    def classify(self, request: ChatRequest) -> Intent:
-        """Return the intent of ``request`` (see the class docstring for the bounds)."""
-        ...
-
-
-class Gate(Classifier, Protocol):
-    """A ``Classifier`` the router can run: ``start`` loads models without blocking the
-    event loop, ``classify_async`` is the request path's entry point (model work off the
-    loop; never raises), ``close`` releases threads and watchers."""
+    health: GateHealth
 
     async def start(self) -> None:
         """Load and fit what ``classify`` needs."""
         ...
 
-    async def classify_async(self, request: ChatRequest) -> Intent:
-        """``classify`` for the event loop."""
+    async def classify(self, request: ChatRequest) -> Intent:
+        """The intent of ``request``. Never raises for any ``request.text`` (empty, huge,
+        emoji, lone surrogates); returns an ``Intent`` whose ``label`` is one of
+        ``llmroute.gate.intents.INTENTS`` (or an intent added by config utterances),
+        ``confidence`` and ``conflict`` in [0, 1], ``runners_up`` as
+        ``((label, probability), …)`` sorted by probability, descending, and ``complexity``
+        in [0.1, 5.0] (``complexity``)."""
         ...
 
     async def close(self) -> None:

@@ -8,58 +8,57 @@ Scoring (per intent, a float ≥ 0):
 - **extra rules** — patterns from config (``rules=``) add ``EXTRA_RULE_WEIGHT`` per distinct
   match (same cap); heavy enough to act as overrides.
 - **structure** — ``has_tools`` → tool_call +``TOOLS_WEIGHT``; a ````` fence → code
-  +``FENCE_WEIGHT``; ``turns ≥ MULTI_TURN_MIN`` → chat +``MULTI_TURN_WEIGHT``;
+  +``FENCE_WEIGHT``; ``turns ≥ RULES_CHAT_MIN_TURNS`` (3) → chat +``MULTI_TURN_WEIGHT``;
   ``prompt_tokens > LONG_INPUT_TOKENS`` → summarization and extraction evidence.
 - **prior** — ``DEFAULT_INTENT`` starts at ``DEFAULT_PRIOR``, so no evidence means chat.
 
-Distribution: ``p_i = softmax(score_i / TEMPERATURE)``. ``confidence`` is the top
-probability, ``runners_up`` the next three as ``(label, p)`` rounded to 4 places, and
-``conflict = clip(1 - (p1 - p2), 0, 1)``: 0 when the winner takes everything, near 1 when
-the top two are level. Ties go to the earlier label in ``INTENTS``.
+Distribution: ``p_i = softmax(score_i / TEMPERATURE)``; the verdict (confidence, runners-up,
+conflict, entropy; ties to the earlier label in ``INTENTS``) is ``verdict.make_intent``'s,
+as for the semantic gate, without a composite flag.
 
-Complexity (0.1–5.0, see ``complexity``) is
-``0.1 + 0.4·log2(1 + tokens/100) + 0.25·min(constraints, 8)
-+ 0.15·min(code + math score, 8) + 0.2·min(reasoning score, 5) + 0.1·min(turns - 1, 10)``,
-clamped. Evidence is counted, never divided by length, so appending a requirement to a
-prompt that fits the inspected window never makes it look easier (two caveats: past the
-window the tail shifts, and a long-span pattern such as ``if … then`` may merge two matches).
+Complexity (0.1–5.0) is the one formula of ``complexity`` over the inspected window, with
+these scores as its code, maths and reasoning evidence.
 
-Text handling: only ``HEAD_CHARS`` + ``TAIL_CHARS`` characters are inspected (the middle of a
-huge prompt is skipped), NFKC-normalised so full-width ``１＋２？`` reads as ``1+2?``.
-Patterns compile with ``re.IGNORECASE | re.ASCII``: ``\\b``/``\\w`` are ASCII, so ``\\bpython\\b``
-matches inside ``用Python写`` (CJK characters count as non-word characters).
+Text handling: only ``RULES_HEAD_CHARS`` + ``RULES_TAIL_CHARS`` characters are inspected
+(the middle of a huge prompt is skipped; ``constants``), NFKC-normalised so full-width
+``１＋２？`` reads as ``1+2?``. Patterns compile with ``matching.FLAGS``.
+
+``RulesClassifier`` is the pure engine (the semantic gate reads its scores and answers with
+its verdict until its models are ready); ``RulesGate`` runs it as the gate for
+``gate.kind: rules``.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
-from itertools import islice
+
+import numpy as np
 
 from llmroute.errors import ConfigError
+from llmroute.gate.complexity import ComplexityScorer
+from llmroute.gate.constants import (
+    DEFAULT_PRIOR,
+    RULES_CHAT_MIN_TURNS,
+    RULES_HEAD_CHARS,
+    RULES_TAIL_CHARS,
+)
+from llmroute.gate.health import GateHealth
 from llmroute.gate.intents import DEFAULT_INTENT, INTENTS
+from llmroute.gate.matching import FLAGS, count_distinct
+from llmroute.gate.probs import softmax
+from llmroute.gate.verdict import make_intent, nothing_intent
 from llmroute.types import ChatRequest, Intent
 
-HEAD_CHARS = 4000
-TAIL_CHARS = 2000
 TEMPERATURE = 1.0
-DEFAULT_PRIOR = 0.5
 MAX_DISTINCT_HITS = 3
-MAX_MATCHES_SCANNED = 16
 EXTRA_RULE_WEIGHT = 4.0
 TOOLS_WEIGHT = 6.0
 FENCE_WEIGHT = 3.0
-MULTI_TURN_MIN = 3
 MULTI_TURN_WEIGHT = 0.75
 LONG_INPUT_TOKENS = 1500
 LONG_INPUT_WEIGHTS = (("summarization", 1.0), ("extraction", 0.5))
-RUNNERS_UP = 3
-MIN_COMPLEXITY = 0.1
-MAX_COMPLEXITY = 5.0
-MAX_CONSTRAINTS = 8
-FLAGS = re.IGNORECASE | re.ASCII
 
 _LANGS_EN = (
     "english|french|german|spanish|chinese|mandarin|cantonese|japanese|korean|italian|"
@@ -69,14 +68,6 @@ _LANGS_EN = (
 _LANGS_ZH = (
     "英文|英语|中文|汉语|普通话|粤语|日文|日语|韩文|韩语|法文|法语|德文|德语|西班牙语|"
     "俄文|俄语|意大利语|葡萄牙语|阿拉伯语|文言文|白话文"
-)
-
-CONSTRAINTS = (
-    r"\b(?:must|should|shall|have to|has to|needs? to|at least|at most|no more than|"
-    r"no less than|no fewer than|exactly|without|do not|don't|never|always|avoid|ensure|"
-    r"make sure|required?|requirements?|limit(?:ed)? to|within|strictly|only use)\b"
-    r"|必须|应该|应当|需要|至少|至多|最多|不超过|不少于|不要|不能|不得|不可|禁止|避免|务必|"
-    r"确保|只能|仅限|限制|以内|严格"
 )
 
 # intent → ((weight, pattern), …); English first, then Chinese.
@@ -230,23 +221,11 @@ Rule = tuple[str, float, re.Pattern[str]]
 
 
 def inspected_text(text: str) -> str:
-    """The part of ``text`` the rules read: at most ``HEAD_CHARS`` from the start and
-    ``TAIL_CHARS`` from the end (joined by a newline), NFKC-normalised. Never raises."""
-    if len(text) > HEAD_CHARS + TAIL_CHARS:
-        text = text[:HEAD_CHARS] + "\n" + text[-TAIL_CHARS:]
+    """The part of ``text`` the rules read: at most ``RULES_HEAD_CHARS`` from the start and
+    ``RULES_TAIL_CHARS`` from the end (joined by a newline), NFKC-normalised. Never raises."""
+    if len(text) > RULES_HEAD_CHARS + RULES_TAIL_CHARS:
+        text = text[:RULES_HEAD_CHARS] + "\n" + text[-RULES_TAIL_CHARS:]
     return unicodedata.normalize("NFKC", text)
-
-
-def count_distinct(pattern: re.Pattern[str], text: str, cap: int) -> int:
-    """Distinct lower-cased matches of ``pattern`` among its first ``MAX_MATCHES_SCANNED``
-    matches in ``text``, at most ``cap``."""
-    matches = islice(pattern.finditer(text), MAX_MATCHES_SCANNED)
-    return min(len({m.group(0).lower() for m in matches}), cap)
-
-
-def count_matches(pattern: re.Pattern[str], text: str, cap: int) -> int:
-    """Number of (not necessarily distinct) matches of ``pattern`` in ``text``, at most ``cap``."""
-    return sum(1 for _ in islice(pattern.finditer(text), cap))
 
 
 def compile_rules(
@@ -290,93 +269,37 @@ def structure_evidence(request: ChatRequest, text: str) -> Iterator[tuple[str, f
         yield "tool_call", TOOLS_WEIGHT
     if "```" in text:
         yield "code", FENCE_WEIGHT
-    if request.turns >= MULTI_TURN_MIN:
+    if request.turns >= RULES_CHAT_MIN_TURNS:
         yield "chat", MULTI_TURN_WEIGHT
     if request.prompt_tokens > LONG_INPUT_TOKENS:
         yield from LONG_INPUT_WEIGHTS
 
 
-def softmax(scores: Mapping[str, float], temperature: float = TEMPERATURE) -> dict[str, float]:
-    """``{intent: probability}`` from raw scores; probabilities sum to 1 (max-shifted, so
-    large scores cannot overflow)."""
-    top = max(scores.values())
-    exps = {k: math.exp((v - top) / temperature) for k, v in scores.items()}
-    total = sum(exps.values())
-    return {k: e / total for k, e in exps.items()}
-
-
-def complexity(
-    prompt_tokens: int, constraints: int, scores: Mapping[str, float], turns: int
-) -> float:
-    """Complexity in [0.1, 5.0] (formula in the module docstring), rounded to 3 places.
-
-    ``prompt_tokens`` in tokens, ``constraints`` a count of constraint words, ``scores`` the
-    raw intent scores (code, math and reasoning are read), ``turns`` the user turns.
-    """
-    value = (
-        MIN_COMPLEXITY
-        + 0.4 * math.log2(1 + max(prompt_tokens, 0) / 100)
-        + 0.25 * min(constraints, MAX_CONSTRAINTS)
-        + 0.15 * min(scores["code"] + scores["math"], 8.0)
-        + 0.2 * min(scores["reasoning"], 5.0)
-        + 0.1 * min(max(turns - 1, 0), 10)
-    )
-    return round(min(max(value, MIN_COMPLEXITY), MAX_COMPLEXITY), 3)
-
-
-def verdict(probs: Mapping[str, float], complexity_value: float) -> Intent:
-    """The ``Intent`` for a probability distribution over ``INTENTS`` (ties → ``INTENTS``
-    order); conflict = ``clip(1 - (p1 - p2), 0, 1)`` from unrounded probabilities."""
-    ranked = sorted(INTENTS, key=lambda k: -probs[k])
-    p1, p2 = probs[ranked[0]], probs[ranked[1]]
-    return Intent(
-        label=ranked[0],
-        confidence=round(p1, 4),
-        runners_up=tuple((k, round(probs[k], 4)) for k in ranked[1 : 1 + RUNNERS_UP]),
-        conflict=round(min(max(1.0 - (p1 - p2), 0.0), 1.0), 4),
-        complexity=complexity_value,
-        source="rules",
-    )
-
-
-def empty_intent() -> Intent:
-    """The verdict for empty or whitespace-only text: nothing to classify, so
-    ``DEFAULT_INTENT`` with confidence 0, no runners-up, no conflict, minimum complexity."""
-    return Intent(label=DEFAULT_INTENT, confidence=0.0, complexity=MIN_COMPLEXITY, source="rules")
-
-
 class RulesClassifier:
-    """Keyword/regex + request-structure classifier (English and Chinese); a ``Classifier``.
+    """Keyword/regex + request-structure classifier (English and Chinese): pure and
+    synchronous (bounded regex work, no I/O).
 
     ``rules`` maps an intent in ``INTENTS`` to extra regex patterns (case-insensitive,
     ``re.ASCII`` word boundaries), each distinct match worth ``EXTRA_RULE_WEIGHT``; an
-    unknown intent or bad pattern raises ``ConfigError`` here, never in ``classify``.
+    unknown intent or bad pattern raises ``ConfigError`` here, never in ``intent``.
     """
 
     def __init__(self, rules: Mapping[str, Sequence[str]] | None = None) -> None:
         self._rules = compile_rules(KEYWORDS, rules or {})
-        self._constraints = re.compile(CONSTRAINTS, FLAGS)
+        self._complexity = ComplexityScorer()
 
-    def classify(self, request: ChatRequest) -> Intent:
-        """Return the request's ``Intent`` (see the module docstring); never raises for any
+    def intent(self, request: ChatRequest) -> Intent:
+        """The request's ``Intent`` (module docstring), source ``rules``: ``label`` in
+        ``INTENTS``, ``confidence``/``conflict`` in [0, 1], ``complexity`` in [0.1, 5.0];
+        empty or whitespace-only text gives ``verdict.nothing_intent``. Never raises for any
         ``request.text``."""
         if not request.text or request.text.isspace():
-            return empty_intent()
+            return nothing_intent("rules")
         text = inspected_text(request.text)
         scores = self.scores(request, text)
-        constraints = count_matches(self._constraints, text, MAX_CONSTRAINTS)
-        level = complexity(request.prompt_tokens, constraints, scores, request.turns)
-        return verdict(softmax(scores), level)
-
-    async def classify_async(self, request: ChatRequest) -> Intent:
-        """``classify`` (pure regex work bounded by the inspected window; no thread needed)."""
-        return self.classify(request)
-
-    async def start(self) -> None:
-        """Nothing to load."""
-
-    async def close(self) -> None:
-        """Nothing to release."""
+        level = self._complexity.score(text, request.prompt_tokens, scores, request.turns)
+        raw = np.fromiter((scores[k] for k in INTENTS), float, len(INTENTS))
+        return make_intent(softmax(raw[None, :] / TEMPERATURE)[0], INTENTS, level, "rules")
 
     def scores(self, request: ChatRequest, text: str | None = None) -> dict[str, float]:
         """Raw evidence per intent (every label in ``INTENTS``), prior included, before the
@@ -389,3 +312,24 @@ class RulesClassifier:
         for intent, weight in structure_evidence(request, text):
             scores[intent] += weight
         return scores
+
+
+class RulesGate:
+    """The gate for ``gate.kind: rules``: ``RulesClassifier`` alone (``classifier``), with
+    the config's extra ``rules``. Raises ConfigError for bad rules. Nothing to load; it has
+    no stage that can fail, so ``health`` counts nothing."""
+
+    def __init__(self, rules: Mapping[str, Sequence[str]] | None = None) -> None:
+        self.classifier = RulesClassifier(rules)
+        self.health = GateHealth()
+
+    async def classify(self, request: ChatRequest) -> Intent:
+        """``RulesClassifier.intent`` (regex work bounded by the inspected window; no thread
+        needed). Never raises."""
+        return self.classifier.intent(request)
+
+    async def start(self) -> None:
+        """Nothing to load."""
+
+    async def close(self) -> None:
+        """Nothing to release."""

@@ -9,26 +9,31 @@ Per request (docs/gate.md):
    pasted material (``Compressed.pasted``: MiniLM would read only the start of the
    document), the text is not mostly Chinese/Japanese/Korean (the English-only MiniLM's
    weight ``verdict.encoder_weight(cjk)`` is at least ``ENCODER_MIN_WEIGHT``; below it its
-   answer cannot move the verdict, so it is not computed) and the encoder is loaded,
-   MiniLM embeds the latest turn (micro-batched in a worker thread for ``classify_async``,
-   inline for ``classify``) and the two opinions are combined, the encoder's under the same
-   structure terms as the first stage (``verdict.structure_vector``; source ``fast+encoder``);
+   answer cannot move the verdict, so it is not computed) and the encoder is started,
+   MiniLM embeds the latest turn (micro-batched in the gate's worker thread) and the two
+   opinions are combined, the encoder's under the same structure terms as the first stage
+   (``verdict.structure_vector``; source ``fast+encoder``);
 5. config rule overrides (hot-reloaded) are applied last (source gains ``+rule``);
-6. complexity from ``complexity.ComplexityScorer`` over the compressed text (so a 1 MB prompt
-   costs what a 1 kB one does), with the request's token count for length.
+6. complexity from ``complexity.ComplexityScorer`` (the one formula) over the compressed
+   text (so a 1 MB prompt costs what a 1 kB one does), with the request's token count for
+   length.
 
-Until ``start()`` has fitted the heads (in a worker thread), and if anything fails, the
-verdict comes from ``RulesClassifier`` (source ``rules``): the gate never raises into the
-request path and never blocks the event loop on a model.
+Until ``start()`` has fitted the heads (in a worker thread) the verdict's label comes from
+``RulesClassifier`` (source ``rules``), with the complexity step 6 gives, so a prompt's
+complexity does not change once the models are ready. Tolerated failures (``health``):
+when the encoder fails the first stage answers alone (not cached); when anything else
+fails the rules classifier answers. Each is counted and logged when its state changes, not
+per request. The gate never raises into the request path and never blocks the event loop
+on a model.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +47,7 @@ from llmroute.gate.complexity import ComplexityScorer
 from llmroute.gate.compress import Compressed, compress
 from llmroute.gate.examples import shipped_utterances, user_examples, with_extras
 from llmroute.gate.export import ensure_exported
+from llmroute.gate.health import GateHealth
 from llmroute.gate.intents import INTENTS
 from llmroute.gate.model import GateModel, build_model
 from llmroute.gate.overrides import RuleOverrides
@@ -72,7 +78,7 @@ class _Scored:
 
 
 class SemanticGate:
-    """The default ``Classifier`` (see the module docstring); also ``classify_async``.
+    """The default ``Gate`` (see the module docstring and ``protocol.Gate``).
 
     ``examples`` (default: the shipped utterances plus ``cfg.utterances``) are what the heads
     fit on; ``encoder_folder`` overrides the exported model's folder (default: export on
@@ -94,6 +100,9 @@ class SemanticGate:
         self.overrides = RuleOverrides(cfg.rules, labels)
         self._rules = RulesClassifier()
         self._complexity = ComplexityScorer()
+        self.health = GateHealth("encoder", "model")
+        self._encoder_health = self.health.stages["encoder"]
+        self._model_health = self.health.stages["model"]
         self._cache: TTLCache[str, _Scored] = TTLCache(max(cfg.cache_size, 1), cfg.cache_ttl_s,
                                                        timer=clock)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llmroute-gate")
@@ -145,32 +154,25 @@ class SemanticGate:
                 self._watch.cancel()
         self._executor.shutdown(wait=False, cancel_futures=True)
 
-    def classify(self, request: ChatRequest) -> Intent:
-        """The request's ``Intent``, synchronously (the encoder, when asked, runs inline).
-        Never raises."""
+    async def classify(self, request: ChatRequest) -> Intent:
+        """The request's ``Intent``: ``label`` one of the model's classes, ``confidence`` and
+        ``conflict`` in [0, 1], ``runners_up`` sorted by probability, ``complexity`` in
+        [0.1, 5.0]. MiniLM, when asked, runs micro-batched in the worker thread. Never
+        raises (tolerated failures: module docstring)."""
         try:
             c, first = self._prepare(request)
-            if isinstance(first, Intent):
-                return first
-            return self._finish(c, self._second(c, first, self._embed_now(c)))
-        except Exception as err:  # noqa: BLE001 - logged; the request path must get a verdict
-            return self._fallback(request, err)
-
-    async def classify_async(self, request: ChatRequest) -> Intent:
-        """``classify`` with the encoder micro-batched in the worker thread. Never raises."""
-        try:
-            c, first = self._prepare(request)
-            if isinstance(first, Intent):
-                return first
-            embedding = await self._batcher.submit(c.latest) if self._batcher else None
-            return self._finish(c, self._second(c, first, embedding))
-        except Exception as err:  # noqa: BLE001 - logged; the request path must get a verdict
-            return self._fallback(request, err)
+            intent = first if isinstance(first, Intent) else self._finish(
+                c, self._second(c, first, await self._embed(c)))
+        except Exception as err:  # noqa: BLE001 - counted, logged when the state changes
+            self._model_health.failed(err)
+            return self._fallback(request)
+        self._model_health.ok()
+        return intent
 
     def _prepare(self, request: ChatRequest
                  ) -> tuple[Compressed, Intent | tuple[_Scored, ChatRequest]]:
         """Compression and the first stage: the final Intent, or what the encoder must
-        settle (the second opinion) — shared by ``classify`` and ``classify_async``."""
+        settle (the second opinion)."""
         c = compress(request)
         if c.empty or self.model is None:
             return c, self._early(c, request)
@@ -180,16 +182,23 @@ class SemanticGate:
         return c, scored
 
     def _early(self, c: Compressed, request: ChatRequest) -> Intent:
-        """Nothing to classify → the documented default; not started yet → the rules."""
-        return nothing_intent("semantic") if c.empty else self._rules.classify(request)
+        """Nothing to classify → the documented default; not started yet → the rules' label
+        with the complexity the started gate gives."""
+        if c.empty:
+            return nothing_intent("semantic")
+        level = self._level(c, request, self._rules.scores(request, c.text))
+        return replace(self._rules.intent(request), complexity=level)
+
+    def _level(self, c: Compressed, request: ChatRequest, scores: Mapping[str, float]) -> float:
+        """Complexity over the compressed text (``scores``: the rules' over ``c.text``)."""
+        return self._complexity.score(c.text, request.prompt_tokens, scores, c.turns)
 
     def _first(self, c: Compressed, request: ChatRequest) -> _Scored | tuple[_Scored, ChatRequest]:
         """First stage; returns the final answer, or ``(first, request)`` to ask the encoder."""
         assert self.model is not None
         scores = self._rules.scores(request, c.text)
         p = first_stage(self.model.fast_proba(c.text), scores, self.model.classes, c)
-        level = self._complexity.score(c.text, request.prompt_tokens, scores, c.turns)
-        scored = _Scored(p, level, "fast")
+        scored = _Scored(p, self._level(c, request, scores), "fast")
         if (p.max() >= self.cfg.second_opinion_below or self.model.encoder is None or c.pasted
                 or encoder_weight(c.cjk) < ENCODER_MIN_WEIGHT):
             self._cache[c.key] = scored
@@ -208,9 +217,18 @@ class SemanticGate:
         self._cache[c.key] = final
         return final
 
-    def _embed_now(self, c: Compressed) -> np.ndarray | None:
-        encoder = self.model.encoder if self.model else None
-        return encoder.encode([c.latest])[0] if encoder else None
+    async def _embed(self, c: Compressed) -> np.ndarray | None:
+        """MiniLM's embedding of ``c.latest`` ``(384,)``, micro-batched in the worker thread;
+        None before ``start`` or when the encoder fails (counted, logged by state)."""
+        if self._batcher is None:
+            return None
+        try:
+            row = await self._batcher.submit(c.latest)
+        except Exception as err:  # noqa: BLE001 - tolerated: the first stage answers alone
+            self._encoder_health.failed(err)
+            return None
+        self._encoder_health.ok()
+        return row
 
     def _finish(self, c: Compressed, scored: _Scored) -> Intent:
         assert self.model is not None
@@ -221,10 +239,10 @@ class SemanticGate:
         return make_intent(p, self.model.classes, scored.complexity, source,
                            self.cfg.composite_margin)
 
-    def _fallback(self, request: ChatRequest, err: Exception) -> Intent:
-        _log.warning("gate model failed; rules verdict", error=repr(err))
+    def _fallback(self, request: ChatRequest) -> Intent:
+        """The rules' verdict after a model-path failure (already counted)."""
         try:
-            return self._rules.classify(request)
+            return self._rules.intent(request)
         except Exception as again:  # noqa: BLE001 - logged; last resort: the documented default
             _log.error("gate rules failed", error=repr(again))
             return nothing_intent("rules")

@@ -8,7 +8,7 @@ overrides, and the verdict's confidence, runners-up, entropy, conflict and compo
   a tool's name words appear in the latest turn (``Compressed.tool_match``: the request asks
   for what a supplied tool does, e.g. "find the integral of …" next to
   ``calculate_integral``; a maths word problem otherwise outweighs the +3); fenced code →
-  ``code`` +1; ≥ 2 user turns → ``chat`` +1 (``chat`` is the multi-turn intent; strong
+  ``code`` +1; ≥ ``FOLLOW_UP_MIN_TURNS`` (2) user turns → ``chat`` +1 (``chat`` is the multi-turn intent; strong
   maths/reasoning/code evidence in the latest turn still wins), and in such a follow-up
   without a supplied text (not ``Compressed.document``) the intents that act on given
   material or a stand-alone question — ``FOLLOW_UP_TASKS``: open_qa, summarization,
@@ -65,9 +65,10 @@ overrides, and the verdict's confidence, runners-up, entropy, conflict and compo
   changed; on the public sets chat gained 0.02 F1 and open_qa 0.006.
 - **override**: a config rule for intent R gives ``p' = ½·p + ½·onehot(R)``, so R wins and
   the model's runners-up are kept.
-- **verdict**: confidence = top probability; runners-up = the next three; conflict =
-  ``clip(1 − (p1 − p2), 0, 1)``; entropy in bits; composite = both top labels when
-  ``p2 ≥ COMPOSITE_MIN`` and ``p1 − p2 ≤ margin``.
+- **verdict** (``make_intent``, the one builder; the rules gate's too): confidence = top
+  probability; runners-up = the next three; conflict = ``clip(1 − (p1 − p2), 0, 1)``;
+  entropy in bits; composite = both top labels when ``p2 ≥ COMPOSITE_MIN`` and
+  ``p1 − p2 ≤ margin`` (the semantic gate's ``composite_margin``; none for the rules gate).
 """
 
 from __future__ import annotations
@@ -77,16 +78,20 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from llmroute.gate.compress import Compressed
-from llmroute.gate.head import softmax
+from llmroute.gate.constants import (
+    DEFAULT_PRIOR,
+    FOLLOW_UP_MIN_TURNS,
+    MIN_COMPLEXITY,
+    RUNNERS_UP,
+)
 from llmroute.gate.intents import DEFAULT_INTENT
-from llmroute.gate.rules import DEFAULT_PRIOR
+from llmroute.gate.probs import log_softmax, softmax
 from llmroute.types import Intent
 
 TOOLS_BOOST = 3.0
 TOOL_MATCH_BOOST = 2.0
 FENCE_BOOST = 1.0
 MULTI_TURN_BOOST = 1.0
-MULTI_TURN_MIN = 2
 FOLLOW_UP_PENALTY = -3.0
 FOLLOW_UP_TASKS = ("open_qa", "summarization", "extraction", "classification", "translation",
                    "creative_writing", "brainstorming")
@@ -100,7 +105,6 @@ ENCODER_WEIGHT = 0.5
 ENCODER_MIN_WEIGHT = 0.1
 RULES_WEIGHT = 1.0
 COMPOSITE_MIN = 0.25
-RUNNERS_UP = 3
 
 
 def structure_terms(c: Compressed) -> list[tuple[str, float]]:
@@ -109,12 +113,12 @@ def structure_terms(c: Compressed) -> list[tuple[str, float]]:
     terms = (("tool_call", c.has_tools, TOOLS_BOOST),
              ("tool_call", c.tool_match, TOOL_MATCH_BOOST),
              ("code", c.code_blocks > 0, FENCE_BOOST),
-             ("chat", c.turns >= MULTI_TURN_MIN, MULTI_TURN_BOOST),
+             ("chat", c.turns >= FOLLOW_UP_MIN_TURNS, MULTI_TURN_BOOST),
              ("chat", c.pasted and single, PASTED_CHAT_PENALTY),
              ("reasoning", c.pasted and single, PASTED_REASONING_PENALTY),
              ("open_qa", c.document and single, DOCUMENT_OPEN_QA_PENALTY),
              ("classification", c.choices, CHOICES_BOOST))
-    follow_up = c.turns >= MULTI_TURN_MIN and not c.document
+    follow_up = c.turns >= FOLLOW_UP_MIN_TURNS and not c.document
     return [*((label, value) for label, on, value in terms if on),
             *((label, FOLLOW_UP_PENALTY) for label in FOLLOW_UP_TASKS if follow_up)]
 
@@ -136,7 +140,7 @@ def rules_log_proba(rules_scores: Mapping[str, float], classes: Sequence[str],
         for label in DOCUMENT_KEYWORD_INTENTS:
             if label in index:
                 raw[index[label]] = min(raw[index[label]], DOCUMENT_KEYWORD_CAP)
-    return raw - raw.max() - np.log(np.exp(raw - raw.max()).sum())
+    return log_softmax(raw)
 
 
 def structure_vector(c: Compressed, classes: Sequence[str]) -> np.ndarray:
@@ -193,11 +197,15 @@ def entropy_bits(p: np.ndarray) -> float:
 
 
 def make_intent(p: np.ndarray, classes: Sequence[str], complexity: float, source: str,
-                margin: float) -> Intent:
-    """The ``Intent`` for probabilities ``p`` over ``classes`` (ties → earlier class)."""
+                margin: float | None = None) -> Intent:
+    """The one verdict builder: the ``Intent`` for probabilities ``p`` (shape
+    ``(len(classes),)``, summing to 1) over ``classes`` (ties → earlier class), with
+    ``complexity`` (0.1–5.0) and ``source`` as given. Composite only with a ``margin``
+    (the semantic gate's ``composite_margin``; the rules gate passes none)."""
     order = sorted(range(len(classes)), key=lambda i: (-p[i], i))
     p1, p2 = float(p[order[0]]), float(p[order[1]]) if len(order) > 1 else 0.0
-    close = len(order) > 1 and p2 >= COMPOSITE_MIN and p1 - p2 <= margin
+    close = (margin is not None and len(order) > 1 and p2 >= COMPOSITE_MIN
+             and p1 - p2 <= margin)
     return Intent(
         label=classes[order[0]],
         confidence=round(p1, 4),
@@ -212,5 +220,6 @@ def make_intent(p: np.ndarray, classes: Sequence[str], complexity: float, source
 
 def nothing_intent(source: str) -> Intent:
     """The documented verdict when there is nothing to classify (no user text): the default
-    intent ``chat`` with confidence 0, complexity 0.1."""
-    return Intent(label=DEFAULT_INTENT, confidence=0.0, complexity=0.1, source=source)
+    intent ``chat`` with confidence 0, no runners-up, no conflict, complexity 0.1."""
+    return Intent(label=DEFAULT_INTENT, confidence=0.0, complexity=MIN_COMPLEXITY,
+                  source=source)

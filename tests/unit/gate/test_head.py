@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmroute.gate.head import WORD_TOKENS, NgramHead, softmax
+from llmroute.gate.head import WORD_TOKENS, NgramHead
+from llmroute.gate.probs import softmax
 
 EXAMPLES = [("write a python function to sort a list", "code"),
             ("用Python写一个排序函数", "code"),

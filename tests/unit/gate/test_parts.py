@@ -17,12 +17,8 @@ from llmroute.cli.main import main
 from llmroute.errors import ConfigError
 from llmroute.gate.batcher import MicroBatcher
 from llmroute.gate.complexity import ComplexityScorer
-from llmroute.gate.compress import (
-    HEAD_CHARS,
-    TAIL_CHARS,
-    compress,
-    prompt_request,
-)
+from llmroute.gate.compress import compress, prompt_request
+from llmroute.gate.constants import LATEST_HEAD_CHARS, LATEST_TAIL_CHARS
 from llmroute.gate.encoder import OnnxEncoder, mean_pool
 from llmroute.gate.export import FP32, INT8, TOKENIZER, export, is_complete
 from llmroute.gate.intents import INTENTS
@@ -64,7 +60,7 @@ def test_compression_reads_head_and_tail_of_the_latest_turn_first() -> None:
             {"role": "assistant", "content": "an answer"}, {"role": "user", "content": latest}]
     c = compress(prompt_request("", msgs))
     assert c.latest.startswith("START") and c.latest.endswith("END")
-    assert c.latest == latest[:HEAD_CHARS] + " … " + latest[-TAIL_CHARS:]
+    assert c.latest == latest[:LATEST_HEAD_CHARS] + " … " + latest[-LATEST_TAIL_CHARS:]
     short = "START " + "y" * 600 + " END"
     assert compress(prompt_request(short)).latest == short
     assert c.text.endswith("earlier question") and c.turns == 2

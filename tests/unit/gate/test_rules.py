@@ -5,22 +5,19 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmroute.errors import ConfigError
+from llmroute.gate.complexity import Evidence, formula
+from llmroute.gate.constants import RULES_HEAD_CHARS, RULES_TAIL_CHARS
 from llmroute.gate.intents import DEFAULT_INTENT, INTENTS
-from llmroute.gate.protocol import Classifier
-from llmroute.gate.rules import (
-    HEAD_CHARS,
-    TAIL_CHARS,
-    RulesClassifier,
-    complexity,
-    inspected_text,
-    softmax,
-    verdict,
-)
+from llmroute.gate.probs import softmax
+from llmroute.gate.protocol import Gate
+from llmroute.gate.rules import RulesClassifier, RulesGate, inspected_text
+from llmroute.gate.verdict import make_intent
 from llmroute.types import ChatRequest, Intent
 
 
@@ -48,7 +45,7 @@ def classifier() -> RulesClassifier:
 
 
 def assert_valid(intent: Intent) -> None:
-    """The bounds every Classifier promises (see gate.protocol)."""
+    """The bounds every Gate's verdict keeps (see gate.protocol)."""
     assert intent.label in INTENTS
     assert 0.0 <= intent.confidence <= 1.0
     assert 0.0 <= intent.conflict <= 1.0
@@ -141,7 +138,7 @@ LABEL_CASES = [
     ids=[case[0] for case in LABEL_CASES],
 )
 def test_label(classifier: RulesClassifier, text: str, has_tools: bool, expected: str) -> None:
-    intent = classifier.classify(make_request(text, has_tools=has_tools))
+    intent = classifier.intent(make_request(text, has_tools=has_tools))
     assert intent.label == expected, intent
     assert_valid(intent)
     assert len(intent.runners_up) == 3
@@ -153,7 +150,7 @@ def test_label(classifier: RulesClassifier, text: str, has_tools: bool, expected
     ids=["empty", "space", "mixed-ws", "ideographic-space"],
 )
 def test_nothing_to_classify(classifier: RulesClassifier, text: str) -> None:
-    intent = classifier.classify(make_request(text))
+    intent = classifier.intent(make_request(text))
     assert intent == Intent(label=DEFAULT_INTENT, confidence=0.0, complexity=0.1, source="rules")
 
 
@@ -175,13 +172,13 @@ BAD_INPUTS = {
 
 @pytest.mark.parametrize("text", list(BAD_INPUTS.values()), ids=list(BAD_INPUTS))
 def test_bad_inputs_give_valid_intents(classifier: RulesClassifier, text: str) -> None:
-    assert_valid(classifier.classify(make_request(text)))
+    assert_valid(classifier.intent(make_request(text)))
 
 
 def test_inspected_text_is_capped() -> None:
     text = "a" * 1_000_000 + "TAIL"
     window = inspected_text(text)
-    assert len(window) == HEAD_CHARS + 1 + TAIL_CHARS
+    assert len(window) == RULES_HEAD_CHARS + 1 + RULES_TAIL_CHARS
     assert window.endswith("TAIL")
 
 
@@ -190,21 +187,21 @@ def test_full_width_text_is_normalised() -> None:
 
 
 def test_many_turns_add_chat_evidence(classifier: RulesClassifier) -> None:
-    one = classifier.classify(make_request("ok, sounds good", turns=1))
-    many = classifier.classify(make_request("ok, sounds good", turns=5))
+    one = classifier.intent(make_request("ok, sounds good", turns=1))
+    many = classifier.intent(make_request("ok, sounds good", turns=5))
     assert many.label == "chat"
     assert many.confidence > one.confidence
 
 
 def test_long_input_points_to_summarization(classifier: RulesClassifier) -> None:
     text = "The quarterly report covers sales in the northern region. " * 200
-    intent = classifier.classify(make_request(text, prompt_tokens=5000))
+    intent = classifier.intent(make_request(text, prompt_tokens=5000))
     assert intent.label == "summarization"
 
 
-def test_is_a_classifier() -> None:
-    chosen: Classifier = RulesClassifier()
-    assert chosen.classify(make_request("hello")).source == "rules"
+async def test_is_a_gate() -> None:
+    chosen: Gate = RulesGate()
+    assert (await chosen.classify(make_request("hello"))).source == "rules"
 
 
 # -- config overrides ----------------------------------------------------------------------
@@ -212,10 +209,10 @@ def test_is_a_classifier() -> None:
 
 def test_extra_rules_override(classifier: RulesClassifier) -> None:
     text = "Tell me about kubernetes"
-    assert classifier.classify(make_request(text)).label == "open_qa"
+    assert classifier.intent(make_request(text)).label == "open_qa"
     custom = RulesClassifier(rules={"code": [r"\bkubernetes\b", "k8s"]})
-    assert custom.classify(make_request(text)).label == "code"
-    assert custom.classify(make_request("TELL ME ABOUT KUBERNETES")).label == "code"
+    assert custom.intent(make_request(text)).label == "code"
+    assert custom.intent(make_request("TELL ME ABOUT KUBERNETES")).label == "code"
 
 
 @pytest.mark.parametrize(
@@ -238,8 +235,8 @@ def test_bad_extra_rules_raise_config_error(rules: dict) -> None:
 
 
 def test_complexity_orders_easy_below_hard(classifier: RulesClassifier) -> None:
-    easy = classifier.classify(make_request("Hi!"))
-    hard = classifier.classify(make_request(
+    easy = classifier.intent(make_request("Hi!"))
+    hard = classifier.intent(make_request(
         "Write a Python function that parses a CSV file and computes the median of each column. "
         "It must run in O(n log n), must not use pandas, should handle missing values, and "
         "must include unit tests. Explain step by step why your approach is correct.",
@@ -256,8 +253,9 @@ def test_complexity_orders_easy_below_hard(classifier: RulesClassifier) -> None:
 def test_complexity_is_clamped(
     tokens: int, constraints: int, code: float, turns: int, expected: float
 ) -> None:
-    scores = {"code": code, "math": 0.0, "reasoning": code}
-    assert complexity(tokens, constraints, scores, turns) == expected
+    evidence = Evidence(tokens=tokens, tasks=0, constraints=constraints, advanced=0,
+                        code_math=code, reasoning=code, turns=turns)
+    assert formula(evidence) == expected
 
 
 CONSTRAINT_SENTENCES = [
@@ -280,13 +278,13 @@ BASE_PROMPTS = {
 
 @pytest.mark.parametrize("base", list(BASE_PROMPTS.values()), ids=list(BASE_PROMPTS))
 def test_appending_constraints_raises_complexity(classifier: RulesClassifier, base: str) -> None:
-    text, previous = base, classifier.classify(make_request(base)).complexity
+    text, previous = base, classifier.intent(make_request(base)).complexity
     for sentence in CONSTRAINT_SENTENCES:
         text = f"{text} {sentence}"
-        current = classifier.classify(make_request(text)).complexity
+        current = classifier.intent(make_request(text)).complexity
         assert current >= previous
         previous = current
-    assert previous > classifier.classify(make_request(base)).complexity
+    assert previous > classifier.intent(make_request(base)).complexity
 
 
 # -- invariants ----------------------------------------------------------------------------
@@ -306,7 +304,7 @@ any_text = st.text() | st.lists(st.sampled_from(ODD_PIECES), max_size=200).map("
 )
 def test_any_text_gives_valid_intent(text: str, has_tools: bool, turns: int, tokens: int) -> None:
     request = make_request(text, has_tools=has_tools, turns=turns, prompt_tokens=tokens)
-    assert_valid(RulesClassifier().classify(request))
+    assert_valid(RulesClassifier().intent(request))
 
 
 @given(
@@ -315,21 +313,21 @@ def test_any_text_gives_valid_intent(text: str, has_tools: bool, turns: int, tok
 )
 def test_appending_constraints_never_lowers_complexity(base: str, added: list[str]) -> None:
     classifier = RulesClassifier()
-    before = classifier.classify(make_request(base)).complexity
-    after = classifier.classify(make_request(base + "".join(f" {s}" for s in added))).complexity
+    before = classifier.intent(make_request(base)).complexity
+    after = classifier.intent(make_request(base + "".join(f" {s}" for s in added))).complexity
     assert after >= before
 
 
 @given(st.dictionaries(st.sampled_from(INTENTS), st.floats(0, 1e6), min_size=1))
 def test_softmax_is_a_distribution(scores: dict[str, float]) -> None:
-    probs = softmax(scores)
-    assert math.isclose(sum(probs.values()), 1.0)
-    assert all(0.0 <= p <= 1.0 for p in probs.values())
+    probs = softmax(np.array([list(scores.values())]))[0]
+    assert math.isclose(sum(probs), 1.0)
+    assert all(0.0 <= p <= 1.0 for p in probs)
 
 
 def test_verdict_conflict_and_runners_up() -> None:
     probs = dict.fromkeys(INTENTS, 0.0) | {"code": 0.5, "math": 0.3, "chat": 0.15, "open_qa": 0.05}
-    intent = verdict(probs, 1.0)
+    intent = make_intent(np.array([probs[k] for k in INTENTS]), INTENTS, 1.0, "rules")
     assert intent.label == "code"
     assert intent.confidence == 0.5
     assert intent.runners_up == (("math", 0.3), ("chat", 0.15), ("open_qa", 0.05))

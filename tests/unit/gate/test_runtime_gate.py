@@ -1,5 +1,6 @@
 """The router's default gate is the semantic one, started by ``open_runtime`` without
-blocking the event loop; the request path and ``/debug/route`` use it."""
+blocking the event loop; the request path and ``/debug/route`` use it, and ``/metrics``
+serves its failure counter."""
 
 from __future__ import annotations
 
@@ -33,5 +34,7 @@ async def test_open_runtime_starts_the_semantic_gate_off_the_loop() -> None:
         transport = httpx.ASGITransport(app=create_app(config, runtime=rt))
         async with httpx.AsyncClient(transport=transport, base_url="http://router") as client:
             body = (await client.get("/debug/route", params={"query": "把这句话翻译成英文"})).json()
+            served = (await client.get("/metrics")).text
     assert body["intent"]["label"] == "translation"
     assert body["intent"]["source"].startswith("fast")
+    assert 'llmroute_gate_failures_total{stage="encoder"} 0.0' in served

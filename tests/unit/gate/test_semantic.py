@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Awaitable, Callable
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,6 +15,9 @@ from llmroute.config import GateConfig
 from llmroute.gate.compress import prompt_request
 from llmroute.gate.semantic import SemanticGate
 from llmroute.types import ChatRequest, Intent
+
+Start = Callable[..., Awaitable[SemanticGate]]
+"""The ``started`` fixture (conftest): ``await started(cfg, **kwargs)``."""
 
 
 def assert_valid(intent: Intent, labels: tuple[str, ...]) -> None:
@@ -37,15 +41,16 @@ def assert_valid(intent: Intent, labels: tuple[str, ...]) -> None:
     ("帮我总结一下这篇文章的要点", "summarization"),
 ], ids=["en-code", "en-math", "en-translation", "en-summary", "en-poem", "zh-code",
         "zh-translation", "zh-brainstorm", "zh-summary"])
-def test_labels(gate: SemanticGate, text: str, label: str) -> None:
-    intent = gate.classify(prompt_request(text))
+async def test_labels(gate: SemanticGate, text: str, label: str) -> None:
+    intent = await gate.classify(prompt_request(text))
     assert intent.label == label, intent
     assert_valid(intent, gate.model.classes)
 
 
-def test_tools_in_the_request_mean_tool_call(gate: SemanticGate) -> None:
+async def test_tools_in_the_request_mean_tool_call(gate: SemanticGate) -> None:
     tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]
-    intent = gate.classify(prompt_request("", [{"role": "user", "content": "Paris?"}], tools))
+    intent = await gate.classify(prompt_request("", [{"role": "user", "content": "Paris?"}],
+                                                tools))
     assert intent.label == "tool_call"
 
 
@@ -55,10 +60,10 @@ def test_tools_in_the_request_mean_tool_call(gate: SemanticGate) -> None:
     {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
     {"messages": [{"role": "user", "content": "   \n "}]},
 ], ids=["empty", "system-only", "image-only", "whitespace"])
-def test_nothing_to_classify_is_the_documented_default(gate: SemanticGate,
-                                                       body: dict) -> None:
+async def test_nothing_to_classify_is_the_documented_default(gate: SemanticGate,
+                                                             body: dict) -> None:
     request = ChatRequest("chat", body, "auto", False, "", 0, None, "r")
-    intent = gate.classify(request)
+    intent = await gate.classify(request)
     assert (intent.label, intent.confidence, intent.complexity) == ("chat", 0.0, 0.1)
 
 
@@ -66,28 +71,26 @@ def test_nothing_to_classify_is_the_documented_default(gate: SemanticGate,
     "a" * 1_000_000, "\ud800 lone \udfff surrogates", "🙂🚀🔥" * 50,
     "Please 翻译 this into français, 谢谢 🙏", "```python\nprint(1)\n", "\x00\x01\x02",
 ], ids=["1MB", "surrogates", "emoji", "mixed-scripts", "open-fence", "control"])
-def test_bad_input_gives_a_valid_intent(gate: SemanticGate, text: str) -> None:
-    assert_valid(gate.classify(prompt_request(text)), gate.model.classes)
+async def test_bad_input_gives_a_valid_intent(gate: SemanticGate, text: str) -> None:
+    assert_valid(await gate.classify(prompt_request(text)), gate.model.classes)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.text(max_size=300))
 def test_any_text_gives_a_valid_intent(gate: SemanticGate, text: str) -> None:
-    intent = gate.classify(prompt_request(text))
+    intent = asyncio.run(gate.classify(prompt_request(text)))
     if text.strip():
         assert_valid(intent, gate.model.classes)
         assert math.isclose(intent.confidence + sum(p for _, p in intent.runners_up), 1.0,
                             abs_tol=0.05) or len(intent.runners_up) == 3
 
 
-def test_second_opinion_below_the_threshold(gate: SemanticGate) -> None:
-    always = SemanticGate(GateConfig(second_opinion_below=1.0, cache_size=0), model=gate.model)
-    never = SemanticGate(GateConfig(second_opinion_below=0.0), model=gate.model)
-    for g in (always, never):
-        g.load()
+async def test_second_opinion_below_the_threshold(gate: SemanticGate, started: Start) -> None:
+    always = await started(GateConfig(second_opinion_below=1.0, cache_size=0), model=gate.model)
+    never = await started(GateConfig(second_opinion_below=0.0), model=gate.model)
     request = prompt_request("how do I make my sourdough less sour?")
-    assert always.classify(request).source == "fast+encoder"
-    assert never.classify(request).source == "fast"
+    assert (await always.classify(request)).source == "fast+encoder"
+    assert (await never.classify(request)).source == "fast"
 
 
 @pytest.mark.parametrize(("text", "asked"), [
@@ -95,70 +98,65 @@ def test_second_opinion_below_the_threshold(gate: SemanticGate) -> None:
     ("怎么让我的酸面包没那么酸？", False),
     ("用sourdough starter做面包，怎么让它没那么酸？", True),
 ], ids=["english", "chinese", "half-chinese"])
-def test_the_english_encoder_is_not_asked_about_chinese(gate: SemanticGate, text: str,
-                                                        asked: bool) -> None:
+async def test_the_english_encoder_is_not_asked_about_chinese(gate: SemanticGate, text: str,
+                                                              asked: bool, started: Start) -> None:
     """MiniLM's weight is 0.5·(1 − cjk); below ENCODER_MIN_WEIGHT its answer could not move
     the verdict, so it is not computed at all."""
-    always = SemanticGate(GateConfig(second_opinion_below=1.0, cache_size=0), model=gate.model)
-    always.load()
-    assert (always.classify(prompt_request(text)).source == "fast+encoder") is asked
+    always = await started(GateConfig(second_opinion_below=1.0, cache_size=0), model=gate.model)
+    assert ((await always.classify(prompt_request(text))).source == "fast+encoder") is asked
 
 
-async def test_async_is_micro_batched_and_agrees_with_sync(gate: SemanticGate) -> None:
-    g = SemanticGate(GateConfig(second_opinion_below=1.0, max_wait_ms=5.0, max_batch=64),
-                     model=gate.model)
-    await g.start()
+async def test_concurrent_calls_are_micro_batched_and_agree_with_one_at_a_time(
+        gate: SemanticGate, started: Start) -> None:
+    g = await started(GateConfig(second_opinion_below=1.0, max_wait_ms=5.0, max_batch=64),
+                      model=gate.model)
     texts = [f"question number {i}: why is the sky blue at noon?" for i in range(32)]
-    intents = await asyncio.gather(*(g.classify_async(prompt_request(t)) for t in texts))
+    intents = await asyncio.gather(*(g.classify(prompt_request(t)) for t in texts))
     assert g._batcher is not None and g._batcher.batches <= 3
     assert all(i.source == "fast+encoder" for i in intents)
-    fresh = SemanticGate(GateConfig(second_opinion_below=1.0), model=gate.model)
-    fresh.load()
-    assert [i.label for i in intents] == [fresh.classify(prompt_request(t)).label for t in texts]
-    await g.close()
+    fresh = await started(GateConfig(second_opinion_below=1.0), model=gate.model)
+    assert [i.label for i in intents] == [(await fresh.classify(prompt_request(t))).label
+                                          for t in texts]
 
 
-def test_cache_lru_ttl_with_a_fake_clock(gate: SemanticGate) -> None:
+async def test_cache_lru_ttl_with_a_fake_clock(gate: SemanticGate, started: Start) -> None:
     now = [0.0]
-    g = SemanticGate(GateConfig(cache_size=2, cache_ttl_s=10.0), clock=lambda: now[0],
-                     model=gate.model)
-    g.load()
-    g.classify(prompt_request("write a haiku about rain"))
+    g = await started(GateConfig(cache_size=2, cache_ttl_s=10.0), clock=lambda: now[0],
+                      model=gate.model)
+    await g.classify(prompt_request("write a haiku about rain"))
     assert len(g._cache) == 1
     now[0] = 11.0
     g._cache.expire()
     assert len(g._cache) == 0
     for t in ("a b c", "d e f", "g h i"):
-        g.classify(prompt_request(t))
+        await g.classify(prompt_request(t))
     assert len(g._cache) == 2
 
 
-def test_not_started_answers_from_the_rules() -> None:
-    intent = SemanticGate(GateConfig()).classify(prompt_request("write python code"))
+async def test_not_started_answers_from_the_rules() -> None:
+    intent = await SemanticGate(GateConfig()).classify(prompt_request("write python code"))
     assert intent.source == "rules" and intent.label == "code"
 
 
-def test_rule_override_applies_after_the_model(gate: SemanticGate) -> None:
-    g = SemanticGate(GateConfig(rules={"tool_call": [r"\bRFC ?\d{3,4}\b"]}), model=gate.model)
-    g.load()
-    intent = g.classify(prompt_request("What does RFC 9110 say about caching?"))
+async def test_rule_override_applies_after_the_model(gate: SemanticGate, started: Start) -> None:
+    g = await started(GateConfig(rules={"tool_call": [r"\bRFC ?\d{3,4}\b"]}), model=gate.model)
+    intent = await g.classify(prompt_request("What does RFC 9110 say about caching?"))
     assert intent.label == "tool_call" and intent.source.endswith("+rule")
-    assert gate.classify(prompt_request("What does RFC 9110 say about caching?")).label != \
-        "tool_call"
+    assert (await gate.classify(prompt_request("What does RFC 9110 say about caching?"))
+            ).label != "tool_call"
 
 
-def test_adding_an_intent_by_utterances() -> None:
+async def test_adding_an_intent_by_utterances(started: Start) -> None:
     legal = [f"Is clause {i} of this lease enforceable under tenancy law?" for i in range(20)]
     legal += [f"Draft a non-disclosure agreement section {i} about liability" for i in range(20)]
-    g = SemanticGate(GateConfig(utterances={"legal": legal}, encoder=False))
-    g.load()
+    g = await started(GateConfig(utterances={"legal": legal}, encoder=False))
     assert "legal" in g.model.classes
-    assert g.classify(prompt_request("Is this lease clause about liability enforceable?")
-                      ).label == "legal"
+    assert (await g.classify(prompt_request("Is this lease clause about liability enforceable?"))
+            ).label == "legal"
 
 
-def test_composite_when_two_intents_are_close(gate: SemanticGate) -> None:
-    intent = gate.classify(prompt_request(
+async def test_composite_when_two_intents_are_close(gate: SemanticGate) -> None:
+    intent = await gate.classify(prompt_request(
         "Summarize this paragraph and then translate the summary into French: "
         "The committee met on Tuesday and agreed to extend the deadline."))
     assert {intent.label, intent.runners_up[0][0]} == {"summarization", "translation"}

@@ -253,10 +253,10 @@ def test_development_sets_cover_every_intent_apart_from_fitted_and_test_prompts(
           {"role": "user", "content": "Oh nice. And what did you mean by spring tides?"}],
      "chat"),
 ], ids=["dialogue-summary", "passage-question", "concept-sentence", "follow-up"])
-def test_templated_and_multi_turn_prompts(gate: SemanticGate, text: str,
-                                          messages: list[dict[str, str]] | None,
-                                          label: str) -> None:
-    assert gate.classify(prompt_request(text, messages)).label == label
+async def test_templated_and_multi_turn_prompts(gate: SemanticGate, text: str,
+                                                messages: list[dict[str, str]] | None,
+                                                label: str) -> None:
+    assert (await gate.classify(prompt_request(text, messages))).label == label
 
 
 @pytest.mark.parametrize(("text", "label"), [
@@ -273,8 +273,9 @@ def test_templated_and_multi_turn_prompts(gate: SemanticGate, text: str,
     ("小凯比小伊高，小伊比小贝高。小贝比小凯高吗？", "reasoning"),
 ], ids=["en-because-fact", "zh-because-fact", "en-why-headline", "zh-why-headline",
         "en-story-problem", "zh-story-problem", "en-deduction", "zh-deduction"])
-def test_because_and_why_wording_alone_does_not_make_reasoning(gate: SemanticGate, text: str,
-                                                                label: str) -> None:
+async def test_because_and_why_wording_alone_does_not_make_reasoning(gate: SemanticGate,
+                                                                      text: str,
+                                                                      label: str) -> None:
     """A stated cause in a factual question, a why-headline to label and a narrative word
     problem keep their intents; premises plus a question about what follows is reasoning."""
-    assert gate.classify(prompt_request(text)).label == label
+    assert (await gate.classify(prompt_request(text))).label == label
