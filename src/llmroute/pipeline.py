@@ -37,12 +37,18 @@ class Decision:
 
 async def decide(rt: Runtime, request: ChatRequest, intent: Intent | None = None, *,
                  explain: bool = True) -> Decision:
-    """Gate (unless ``intent`` is given), strategy and anchor for ``request``; ``explain``:
-    see ``rank``. Raises ModelNotFound or ContextLengthExceeded."""
+    """Gate (unless ``intent`` is given), then ``settle``. Raises ModelNotFound or
+    ContextLengthExceeded."""
     intent = intent if intent is not None else await rt.gate.classify(request)
+    return settle(rt, request, intent, explain=explain)
+
+
+def settle(rt: Runtime, request: ChatRequest, intent: Intent, *, explain: bool = True
+           ) -> Decision:
+    """Strategy and anchor for ``request`` of a known ``intent``; ``explain``: see ``rank``.
+    Raises ModelNotFound or ContextLengthExceeded."""
     plan = rt.strategy.plan(request, intent)
-    candidates = rank(rt, request, intent, plan, explain=explain)
-    return Decision(intent, plan, candidates)
+    return Decision(intent, plan, rank(rt, request, intent, plan, explain=explain))
 
 
 async def route(rt: Runtime, request: ChatRequest) -> Routed:
@@ -51,7 +57,7 @@ async def route(rt: Runtime, request: ChatRequest) -> Routed:
     started = time.perf_counter()
     intent = await rt.gate.classify(request)
     timing = server_timing((time.perf_counter() - started) * 1000.0)
-    d = await decide(rt, request, intent, explain=False)
+    d = settle(rt, request, intent, explain=False)
     if request.stream:
         backend, stream = await dispatch.open_stream(rt.dispatch, request, d.plan, d.candidates)
         return Routed(route_headers(request, d, backend) | timing, stream=stream)
