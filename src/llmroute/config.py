@@ -2,7 +2,8 @@
 
 One YAML file holds the server settings, timeouts, retry budget, pools, backends (remote
 engines by ``base_url``, or local llama.cpp engines by ``launch``) and the intent → pool map.
-With no file, the embedded default (``local/default.yaml``) starts three local engines.
+The engine kinds a backend may name are those of ``backends/engines.py``. With no file, the
+embedded default (``local/default.yaml``) starts three local engines.
 """
 
 from __future__ import annotations
@@ -21,10 +22,9 @@ from pydantic import (
     model_validator,
 )
 
+from llmroute.backends.engines import ENGINES, Capability, engine_kind
 from llmroute.errors import ConfigError
 
-EngineKind = Literal["vllm", "sglang", "llamacpp", "ollama", "openai", "emulator"]
-Capability = Literal["tools", "logprobs", "continuation"]
 _ID = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 
 
@@ -145,13 +145,14 @@ class GpuConfig(_Strict):
 
 
 class BackendConfig(_Strict):
-    """One engine endpoint. Either ``base_url`` (a running engine; the part before ``/v1``)
-    or ``launch`` (llmroute starts a local llama.cpp engine) must be given. The bearer token
-    is ``api_key``, or read from the environment variable named by ``api_key_env``."""
+    """One engine endpoint of kind ``engine`` (a name in ``backends/engines.py``). Either
+    ``base_url`` (a running engine; the part before ``/v1``) or ``launch`` (llmroute starts
+    a local llama.cpp engine) must be given. The bearer token is ``api_key``, or read from
+    the environment variable named by ``api_key_env``."""
 
     id: str = Field(pattern=_ID)
     pool: str
-    engine: EngineKind
+    engine: str
     base_url: str | None = Field(None, pattern=r"^https?://")
     model: str = "smollm2-135m-instruct"
     context_length: int | None = Field(None, ge=1)
@@ -161,12 +162,20 @@ class BackendConfig(_Strict):
     gpu: GpuConfig | None = None
     capabilities: tuple[Capability, ...] | None = None
 
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, engine: str) -> str:
+        if engine not in ENGINES:
+            raise ValueError(f"unknown engine kind {engine!r} (known: {', '.join(ENGINES)})")
+        return engine
+
     @model_validator(mode="after")
     def _endpoint(self) -> BackendConfig:
         if (self.base_url is None) == (self.launch is None):
             raise ValueError("give exactly one of base_url (a running engine) or launch")
-        if self.launch is not None and self.engine != "llamacpp":
-            raise ValueError("launch is only supported for engine: llamacpp")
+        if self.launch is not None and not engine_kind(self.engine).launch:
+            launchable = ", ".join(k for k, row in ENGINES.items() if row.launch)
+            raise ValueError(f"launch is only supported for engine: {launchable}")
         return self
 
     def effective_context(self) -> int:

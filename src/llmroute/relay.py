@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from llmroute.anchor.capability import capabilities_of
-from llmroute.backends.capabilities import capabilities
 from llmroute.backends.client import Chunk, UpstreamStream
+from llmroute.backends.engines import capabilities, capabilities_of
 from llmroute.backends.sse import DONE, encode_json
 from llmroute.errors import (
     BackendError,

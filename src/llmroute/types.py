@@ -24,7 +24,7 @@ class Backend:
     ``emulator``); ``base_url`` ends before ``/v1``; ``model`` is the served model name sent
     upstream; ``context_length`` is the per-request context window in tokens;
     ``capabilities`` (``tools``, ``logprobs``, ``continuation``) as configured, or None for
-    the engine kind's defaults (``anchor/capability.py``).
+    the engine kind's defaults (``backends/engines.py``).
     """
 
     id: str

@@ -5,7 +5,8 @@
 - Picker: returns every key exactly once (non-empty when the input is).
 - Filter: returns a subset of the candidates in their given order.
 - Source (parser): any text gives an ``EngineSignals`` whose ``missing`` names exactly the
-  expected signals that are None; nothing raises.
+  expected signals that are None; nothing raises. Every metrics format of the engine-kind
+  table has a source.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from hypothesis import strategies as st
 
 from llmroute.anchor.registry import Deps, register_builtins
 from llmroute.anchor.sources.dcgm import parse_dcgm
+from llmroute.anchor.sources.http import FORMATS, source_for
 from llmroute.anchor.sources.llamacpp import parse_llamacpp_metrics, parse_llamacpp_slots
 from llmroute.anchor.sources.ollama import parse_ollama_ps
 from llmroute.anchor.sources.sglang import parse_sglang_metrics
 from llmroute.anchor.sources.signals import SIGNALS, EngineSignals
 from llmroute.anchor.sources.vllm import parse_vllm_metrics
+from llmroute.backends.engines import ENGINES
 from llmroute.types import Backend, BackendStats, Intent
 
 REG = register_builtins()
@@ -98,3 +101,10 @@ def test_source_contract(name, text):
     for n in got.missing:
         assert getattr(got, n) is None
     assert set(got.missing) <= set(SIGNALS)
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_every_engine_kind_with_metrics_has_a_source(engine):
+    endpoint = ENGINES[engine].metrics
+    assert (source_for(engine, None, 1.0) is None) == (endpoint is None)  # type: ignore[arg-type]
+    assert endpoint is None or endpoint.format in FORMATS

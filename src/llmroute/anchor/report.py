@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
-from llmroute.anchor.capability import capabilities_of
 from llmroute.anchor.profile import Profile
 from llmroute.anchor.protocol import AnchorContext
 from llmroute.anchor.sources.signals import SIGNALS
 from llmroute.anchor.store import SignalStore
+from llmroute.backends.engines import capabilities_of
 from llmroute.fuse.breaker import CircuitBreaker
 from llmroute.types import Backend, ChatRequest, Intent, MetricsSnapshot
 

@@ -14,8 +14,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from llmroute.anchor.capability import capabilities_of
 from llmroute.api.responses import json_response
+from llmroute.backends.engines import capabilities_of
 from llmroute.errors import InvalidRequest
 from llmroute.runtime import Runtime
 

@@ -7,11 +7,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from fakes.anchor_ctx import backends, context, request, signals
 
-from llmroute.anchor.capability import capabilities_of, required
-from llmroute.anchor.filters.capability import CapabilityFilter
+from llmroute.anchor.filters.capability import CapabilityFilter, required
 from llmroute.anchor.filters.context_fit import ContextFitFilter, usable_context
 from llmroute.anchor.filters.health import HealthFilter
 from llmroute.anchor.filters.pool import PoolFilter
+from llmroute.backends.engines import capabilities_of
 from llmroute.config import BreakerConfig
 from llmroute.fuse.breaker import CircuitBreaker
 from llmroute.types import Backend, Outcome
