@@ -47,9 +47,15 @@ from llmroute.anchor.profile import Profile
 from llmroute.anchor.protocol import AnchorContext
 from llmroute.anchor.registry import Deps, register_builtins
 from llmroute.anchor.scorers.intent_fit import PoolFit
-from llmroute.anchor.sources.signals import EngineSignals
 from llmroute.config import AnchorConfig
-from llmroute.types import Backend, BackendStats, ChatRequest, Intent, MetricsSnapshot
+from llmroute.types import (
+    Backend,
+    BackendStats,
+    ChatRequest,
+    EngineSignals,
+    Intent,
+    MetricsSnapshot,
+)
 
 GIB = 2 ** 30
 PROMPT = "Write a function that merges two sorted lists in Python. " * 20

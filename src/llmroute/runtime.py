@@ -87,15 +87,15 @@ def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSe
          fleet: EngineFleet | None = None) -> Runtime:
     """Assemble a Runtime over ``backends`` (no I/O)."""
     breaker = CircuitBreaker(config.breaker)
-    deps = anchor_deps(config, breaker)
+    deps = anchor_deps(config)
     profile = build_profile(config.anchor, register_builtins(), deps)
     store = SignalStore(config.anchor.stale_after_s)
     strategy = SingleStrategy(backends, config.routing.intents, config.routing.default_pool,
                               config.retry.max_attempts)
     return Runtime(config, backends, BackendClient(session, config.timeouts), make_gate(config),
                    strategy, profile, breaker,
-                   RouterStats.for_backends(list(backends), engines=store.fresh),
-                   Metrics(breaker, backends, time.monotonic),
+                   RouterStats.for_backends(list(backends), store.fresh, breaker.views),
+                   Metrics(breaker.views, backends, time.monotonic),
                    FuseEventStore(config.fuse.events_path), fleet=fleet, signals=store,
                    affinity=deps.affinity)
 

@@ -1,7 +1,8 @@
 """The contract every registered plugin keeps (DESIGN.md §4), checked for all of them:
 
 - Scorer: returns ``{backend_id: score}`` over a subset of the candidates, every score a
-  finite number in [0, 1], whatever signals are present, stale or absent.
+  finite number in [0, 1], whatever signals are present, stale or absent (breakers open,
+  half-open or held included).
 - Picker: returns every key exactly once (non-empty when the input is).
 - Filter: returns a subset of the candidates in their given order.
 - Source (parser): any text gives an ``EngineSignals`` whose ``missing`` names exactly the
@@ -24,10 +25,10 @@ from llmroute.anchor.sources.http import FORMATS, source_for
 from llmroute.anchor.sources.llamacpp import parse_llamacpp_metrics, parse_llamacpp_slots
 from llmroute.anchor.sources.ollama import parse_ollama_ps
 from llmroute.anchor.sources.sglang import parse_sglang_metrics
-from llmroute.anchor.sources.signals import SIGNALS, EngineSignals
+from llmroute.anchor.sources.signals import SIGNALS
 from llmroute.anchor.sources.vllm import parse_vllm_metrics
 from llmroute.backends.engines import ENGINES
-from llmroute.types import Backend, BackendStats, Intent
+from llmroute.types import Backend, BackendStats, BreakerView, EngineSignals, Intent
 
 REG = register_builtins()
 IDS = ["a", "b", "c", "d"]
@@ -47,8 +48,12 @@ backend_stats = st.builds(
     ttft_p95_ms=maybe_ms, ttft_baseline_ms=maybe_ms, latency_p95_ms=maybe_ms,
     latency_baseline_ms=maybe_ms, window_error_rate=maybe_frac,
     output_tps=st.none() | st.floats(0, 1e5))
+breaker_views = st.builds(BreakerView, opened_at=st.none() | st.floats(0, 100),
+                          cooldown_s=st.floats(0.1, 60), held_until=st.floats(-1, 100),
+                          probe_free=st.booleans())
 snapshots = st.tuples(st.dictionaries(st.sampled_from(IDS), backend_stats),
-                      st.dictionaries(st.sampled_from(IDS), engine_signals))
+                      st.dictionaries(st.sampled_from(IDS), engine_signals),
+                      st.dictionaries(st.sampled_from(IDS), breaker_views))
 intents = st.builds(Intent, label=st.sampled_from(["code", "chat", "math"]),
                     confidence=st.floats(0, 1), complexity=st.floats(0.1, 5.0))
 
@@ -58,7 +63,8 @@ intents = st.builds(Intent, label=st.sampled_from(["code", "chat", "math"]),
 @given(snap=snapshots, intent=intents, text=st.text(max_size=600))
 def test_scorer_contract(name, snap, intent, text):
     scorer = REG.scorer(name, Deps())
-    ctx = context(snap[0], snap[1], req=request(text), intent=intent, now=50.0)
+    ctx = context(snap[0], snap[1], req=request(text), intent=intent, now=50.0,
+                  breakers=snap[2])
     scored = scorer.score(ctx, CANDS)
     assert set(scored) <= set(IDS)
     assert all(math.isfinite(v) and 0.0 <= v <= 1.0 for v in scored.values()), scored
@@ -77,7 +83,8 @@ def test_picker_contract(name, scored):
        logprobs=st.booleans())
 def test_filter_contract(name, snap, prompt, tools, logprobs):
     req = request(prompt_tokens=prompt, body={"logprobs": logprobs}, has_tools=tools)
-    kept = REG.filter(name, Deps()).filter(context(*snap, req=req), CANDS)
+    ctx = context(snap[0], snap[1], req=req, now=50.0, breakers=snap[2])
+    kept = REG.filter(name, Deps()).filter(ctx, CANDS)
     positions = [CANDS.index(b) for b in kept]
     assert positions == sorted(positions)
 

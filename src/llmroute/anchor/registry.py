@@ -1,8 +1,8 @@
 """Type name → factory for every anchor plugin (DESIGN.md §4): filters, scorers, pickers.
 
 Built-ins are added by ``register_builtins()`` (kebab-case names); nothing registers at
-import. Factories take the ``Deps`` the runtime owns (breaker, prefix index, pool
-declarations, injected randomness) and do no I/O.
+import. Factories take the ``Deps`` the runtime owns (prefix index, pool declarations,
+injected randomness) and do no I/O.
 """
 
 from __future__ import annotations
@@ -35,20 +35,17 @@ from llmroute.anchor.scorers.latency import LatencyScorer
 from llmroute.anchor.scorers.prefix_affinity import PrefixAffinityScorer
 from llmroute.anchor.scorers.queue_depth import QueueDepthScorer
 from llmroute.anchor.scorers.throughput import ThroughputScorer
-from llmroute.config import BreakerConfig
 from llmroute.errors import ConfigError
-from llmroute.fuse.breaker import CircuitBreaker
 
 
 @dataclass
 class Deps:
-    """What plugin factories may use: the ``breaker``, the prefix ``affinity`` index, the
+    """What plugin factories may use: the prefix ``affinity`` index, the
     pools' declared strengths (``pools``), an injected ``rng`` and round-robin ``turn``,
     the softmax ``temperature``, the KV-pressure rule (fractions 0–1) and the TTFT headroom
     (``ttft_factor`` × the soonest predicted TTFT, or ``ttft_slack_ms`` ms over it; at
     least ``ttft_keep`` candidates kept)."""
 
-    breaker: CircuitBreaker = field(default_factory=lambda: CircuitBreaker(BreakerConfig()))
     affinity: PrefixIndex = field(default_factory=PrefixIndex)
     pools: Mapping[str, PoolFit] = field(default_factory=dict)
     rng: random.Random = field(default_factory=lambda: random.Random(0))
@@ -98,7 +95,7 @@ def register_builtins(registry: Registry | None = None) -> Registry:
         "context-fit": lambda d: ContextFitFilter(kv_threshold=d.kv_threshold,
                                                   kv_min_fraction=d.kv_min_fraction),
         "capability": lambda d: CapabilityFilter(),
-        "health": lambda d: HealthFilter(d.breaker),
+        "health": lambda d: HealthFilter(),
         "ttft-headroom": lambda d: TtftHeadroomFilter(d.ttft_factor, d.ttft_slack_ms,
                                                             d.ttft_keep),
     })
@@ -107,7 +104,7 @@ def register_builtins(registry: Registry | None = None) -> Registry:
         "free-vram": lambda d: FreeVramScorer(), "gpu-util": lambda d: GpuUtilScorer(),
         "in-flight": lambda d: InFlightScorer(), "latency": lambda d: LatencyScorer(),
         "error-rate": lambda d: ErrorRateScorer(), "throughput": lambda d: ThroughputScorer(),
-        "health": lambda d: HealthScorer(d.breaker),
+        "health": lambda d: HealthScorer(),
         "prefix-affinity": lambda d: PrefixAffinityScorer(d.affinity),
         "intent-fit": lambda d: IntentFitScorer(d.pools),
         "expected-ttft": lambda d: ExpectedTtftScorer(),

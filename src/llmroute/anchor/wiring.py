@@ -18,16 +18,15 @@ from llmroute.anchor.sources.http import DcgmSource, source_for
 from llmroute.anchor.sources.nvml import NvmlSource
 from llmroute.anchor.store import SignalStore
 from llmroute.config import BackendConfig, Config
-from llmroute.fuse.breaker import CircuitBreaker
 from llmroute.types import Backend
 
 
-def anchor_deps(config: Config, breaker: CircuitBreaker) -> Deps:
+def anchor_deps(config: Config) -> Deps:
     """Plugin dependencies from ``config`` (pool declarations, softmax temperature, KV rule,
     TTFT headroom)."""
     pools = {name: PoolFit(p.strengths, p.max_complexity) for name, p in config.pools.items()}
     a = config.anchor
-    return Deps(breaker=breaker, pools=pools, temperature=a.softmax_temperature,
+    return Deps(pools=pools, temperature=a.softmax_temperature,
                 kv_threshold=a.kv_pressure_threshold,
                 kv_min_fraction=a.kv_pressure_min_fraction,
                 ttft_factor=a.ttft_headroom_factor, ttft_slack_ms=a.ttft_headroom_ms,

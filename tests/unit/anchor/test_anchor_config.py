@@ -7,7 +7,6 @@ import pytest
 from llmroute.anchor.registry import register_builtins
 from llmroute.anchor.wiring import anchor_deps
 from llmroute.config import parse_config
-from llmroute.fuse.breaker import CircuitBreaker
 from llmroute.errors import ConfigError
 from llmroute.runtime import make_backends
 
@@ -39,7 +38,7 @@ def test_full_anchor_section():
 def test_ttft_headroom_settings_reach_the_filter():
     cfg = parse_config("anchor: {ttft_headroom_factor: 5, ttft_headroom_ms: 250, "
                        "ttft_headroom_keep: 2}\n" + BASE, "t.yaml")
-    deps = anchor_deps(cfg, CircuitBreaker(cfg.breaker))
+    deps = anchor_deps(cfg)
     assert (deps.ttft_factor, deps.ttft_slack_ms, deps.ttft_keep) == (5.0, 250.0, 2)
     headroom = register_builtins().filter("ttft-headroom", deps)
     assert (headroom._factor, headroom._slack_ms, headroom._keep) == (5.0, 250.0, 2)

@@ -87,8 +87,9 @@ def test_health_filter_asks_the_breaker_only_about_flagged_backends():
     cands = backends("a", "b", "c")
     br = CircuitBreaker(BreakerConfig(window_s=10, min_requests=1, failure_rate=0.5,
                                       cooldown_s=5))
-    f = HealthFilter(br)
-    assert ids(f.filter(context(), cands)) == ["a", "b", "c"]
+    f = HealthFilter()
+    assert ids(f.filter(context(breakers=br.views()), cands)) == ["a", "b", "c"]
     br.record("b", Outcome.FAILURE, 0.0)
-    assert ids(f.filter(context(now=1.0), cands)) == ["a", "c"]
-    assert ids(f.filter(context(now=6.0), cands)) == ["a", "b", "c"]  # half-open: a probe
+    assert ids(f.filter(context(now=1.0, breakers=br.views()), cands)) == ["a", "c"]
+    # half-open: a probe
+    assert ids(f.filter(context(now=6.0, breakers=br.views()), cands)) == ["a", "b", "c"]

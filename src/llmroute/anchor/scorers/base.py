@@ -15,8 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from llmroute.anchor.protocol import AnchorContext
-from llmroute.anchor.sources.signals import EngineSignals
-from llmroute.types import Backend, BackendStats
+from llmroute.types import Backend, BackendStats, EngineSignals
 
 T = TypeVar("T")
 

@@ -7,9 +7,9 @@ from typing import Protocol
 
 from llmroute.anchor.sources.dcgm import EXPECTED as GPU_EXPECTED
 from llmroute.anchor.sources.dcgm import SOURCE as DCGM
-from llmroute.anchor.sources.signals import EngineSignals, merge, unreadable
+from llmroute.anchor.sources.signals import merge, unreadable
 from llmroute.errors import SignalSourceError
-from llmroute.types import Backend
+from llmroute.types import Backend, EngineSignals
 
 
 class Source(Protocol):

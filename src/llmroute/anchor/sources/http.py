@@ -30,11 +30,11 @@ from llmroute.anchor.sources.llamacpp import (
 )
 from llmroute.anchor.sources.ollama import parse_ollama_ps
 from llmroute.anchor.sources.sglang import parse_sglang_metrics
-from llmroute.anchor.sources.signals import EngineSignals, merge, unreadable
+from llmroute.anchor.sources.signals import merge, unreadable
 from llmroute.anchor.sources.vllm import parse_vllm_metrics
 from llmroute.backends.engines import engine_kind
 from llmroute.errors import SignalSourceError
-from llmroute.types import Backend
+from llmroute.types import Backend, EngineSignals
 
 Parse = Callable[[str, float], EngineSignals]
 
