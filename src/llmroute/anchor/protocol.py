@@ -1,4 +1,5 @@
-"""Contracts of the anchor's plugins (DESIGN.md §4). All are pure and synchronous."""
+"""Contracts of the anchor's plugins (DESIGN.md §4): filters, scorers and pickers are pure
+and synchronous; a metrics source is the one that does I/O (polled by the collector)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from llmroute.types import Backend, ChatRequest, Intent, MetricsSnapshot
+from llmroute.types import Backend, ChatRequest, EngineSignals, Intent, MetricsSnapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,3 +53,12 @@ class Picker(Protocol):
     Returns every key exactly once (non-empty when ``scored`` is)."""
 
     def pick(self, scored: dict[str, float]) -> list[str]: ...
+
+
+class MetricsSource(Protocol):
+    """One backend's engine/GPU signals (``types.EngineSignals``) taken at ``now`` (the
+    caller's clock, s), fetched and parsed: ``anchor/sources/``. Raises SignalSourceError
+    when the endpoint cannot be read, never anything else; a body that does not parse is a
+    snapshot with its signals missing. The collector owns the schedule and timeouts."""
+
+    async def poll(self, backend: Backend, now: float) -> EngineSignals: ...

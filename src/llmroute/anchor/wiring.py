@@ -11,9 +11,10 @@ from collections.abc import Callable
 import aiohttp
 
 from llmroute.anchor.collector import Collector
+from llmroute.anchor.protocol import MetricsSource
 from llmroute.anchor.registry import Deps
 from llmroute.anchor.scorers.intent_fit import PoolFit
-from llmroute.anchor.sources.gpu import Source, WithGpu
+from llmroute.anchor.sources.gpu import WithGpu
 from llmroute.anchor.sources.http import DcgmSource, source_for
 from llmroute.anchor.sources.nvml import NvmlSource
 from llmroute.anchor.store import SignalStore
@@ -34,11 +35,11 @@ def anchor_deps(config: Config) -> Deps:
 
 
 def signal_sources(config: Config, backends: dict[str, Backend],
-                   session: aiohttp.ClientSession) -> dict[str, tuple[Backend, Source]]:
+                   session: aiohttp.ClientSession) -> dict[str, tuple[Backend, MetricsSource]]:
     """``{backend_id: (backend, source)}`` for every backend that exposes signals (an
     engine metrics endpoint and/or a configured GPU)."""
     timeout = config.anchor.poll_timeout_s
-    out: dict[str, tuple[Backend, Source]] = {}
+    out: dict[str, tuple[Backend, MetricsSource]] = {}
     for bc in config.backends:
         source = _source(bc, session, timeout)
         if source is not None:
@@ -47,7 +48,7 @@ def signal_sources(config: Config, backends: dict[str, Backend],
 
 
 def _source(bc: BackendConfig, session: aiohttp.ClientSession,
-            timeout: float) -> Source | None:
+            timeout: float) -> MetricsSource | None:
     engine = source_for(bc.engine, session, timeout)
     gpu = _gpu(bc, session, timeout)
     if engine is not None and gpu is not None:
@@ -55,7 +56,8 @@ def _source(bc: BackendConfig, session: aiohttp.ClientSession,
     return engine or gpu
 
 
-def _gpu(bc: BackendConfig, session: aiohttp.ClientSession, timeout: float) -> Source | None:
+def _gpu(bc: BackendConfig, session: aiohttp.ClientSession,
+         timeout: float) -> MetricsSource | None:
     if bc.gpu is None:
         return None
     if bc.gpu.nvml_index is not None:

@@ -3,7 +3,7 @@ pure parsers next door. Which endpoint and format an engine kind has is the engi
 table's (``backends/engines.py``); ``FORMATS`` maps each format name to its source here
 (``source_for``). DCGM for remote GPUs.
 
-Contract (DESIGN.md §4, ``MetricsSource``): ``await source.poll(backend, now)``
+Contract (``anchor/protocol.py``, ``MetricsSource``): ``await source.poll(backend, now)``
 returns one ``EngineSignals`` taken at ``now`` (the caller's clock, seconds). An endpoint
 that cannot be read (connect error, timeout, an HTTP error status on the main endpoint)
 raises ``SignalSourceError`` so the collector can back off; a body that does not parse is
