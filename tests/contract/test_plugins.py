@@ -2,7 +2,8 @@
 
 - Scorer: returns ``{backend_id: score}`` over a subset of the candidates, every score a
   finite number in [0, 1], whatever signals are present, stale or absent (breakers open,
-  half-open or held included).
+  half-open or held included); its ``column`` holds the same values in the candidates'
+  order, NaN where the map has none, and stays in [0, 1] when it says it is ``bounded``.
 - Picker: returns every key exactly once (non-empty when the input is).
 - Filter: returns a subset of the candidates in their given order.
 - Source (parser): any text gives an ``EngineSignals`` whose ``missing`` names exactly the
@@ -68,6 +69,11 @@ def test_scorer_contract(name, snap, intent, text):
     scored = scorer.score(ctx, CANDS)
     assert set(scored) <= set(IDS)
     assert all(math.isfinite(v) and 0.0 <= v <= 1.0 for v in scored.values()), scored
+    column = scorer.column(ctx, CANDS)
+    assert len(column) == len(CANDS)
+    assert {b.id: x for b, x in zip(CANDS, column) if x == x} == scored
+    if scorer.bounded:
+        assert all(0.0 <= x <= 1.0 for x in column if x == x), column
 
 
 @pytest.mark.parametrize("name", sorted(REG.pickers))

@@ -36,14 +36,25 @@ class Filter(Protocol):
 
 
 class Scorer(Protocol):
-    """Scores each candidate in [0, 1], higher is better; returns ``{backend_id: score}``.
-    A candidate whose signal is missing or stale is left out of the map (the profile then
-    renormalises the weights over that backend's present signals). Scorers hold no
-    weights: the profile multiplies by the configured weight. A scorer may also offer
-    ``column(ctx, candidates) -> list[float]`` (one value per candidate, in order, NaN for
-    missing); the profile then reads that instead of the map (``scorers/base.py``)."""
+    """Scores each candidate in [0, 1], higher is better. Scorers hold no weights: the
+    profile multiplies by the configured weight.
+
+    - ``column(ctx, candidates) -> list[float]``: one value per candidate, in order, NaN
+      where the backend's signal is missing or stale (the profile then renormalises the
+      weights over that backend's present signals). The profile reads this: one list pass
+      per scorer (``anchor/profile.py``).
+    - ``score(ctx, candidates) -> {backend_id: score}``: the same values as a map, missing
+      signals left out (reports and tests read this).
+    - ``bounded``: True when every ``column`` value is NaN or inside [0, 1] by construction
+      (the profile then checks a column for NaN only, not its range).
+
+    ``scorers/base.py`` gives both methods from either one: ``ColumnScorer`` (implement
+    ``column``) and ``MapScorer`` (implement ``score``)."""
 
     name: str
+    bounded: bool
+
+    def column(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]: ...
 
     def score(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> dict[str, float]: ...
 
