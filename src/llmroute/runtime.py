@@ -23,7 +23,7 @@ from llmroute.anchor.profile import Profile
 from llmroute.anchor.registry import register_builtins
 from llmroute.anchor.stats.router import RouterStats
 from llmroute.anchor.store import SignalStore
-from llmroute.anchor.wiring import anchor_deps, make_collector
+from llmroute.anchor.wiring import anchor_shared, make_collector
 from llmroute.backends.client import BackendClient
 from llmroute.config import BackendConfig, Config
 from llmroute.fuse.breaker import CircuitBreaker
@@ -87,8 +87,8 @@ def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSe
          fleet: EngineFleet | None = None) -> Runtime:
     """Assemble a Runtime over ``backends`` (no I/O)."""
     breaker = CircuitBreaker(config.breaker)
-    deps = anchor_deps(config)
-    profile = build_profile(config.anchor, register_builtins(), deps)
+    shared = anchor_shared(config)
+    profile = build_profile(config.anchor, register_builtins(), shared)
     store = SignalStore(config.anchor.stale_after_s)
     strategy = SingleStrategy(backends, config.routing.intents, config.routing.default_pool,
                               config.retry.max_attempts)
@@ -97,7 +97,7 @@ def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSe
                    RouterStats.for_backends(list(backends), store.fresh, breaker.views),
                    Metrics(breaker.views, backends, time.monotonic),
                    FuseEventStore(config.fuse.events_path), fleet=fleet, signals=store,
-                   affinity=deps.affinity)
+                   affinity=shared.affinity)
 
 
 def launch_specs(config: Config) -> list[EngineSpec]:

@@ -20,7 +20,7 @@ from fakes.anchor_ctx import context, request
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmroute.anchor.registry import Deps, register_builtins
+from llmroute.anchor.registry import Shared, register_builtins
 from llmroute.anchor.sources.dcgm import parse_dcgm
 from llmroute.anchor.sources.http import FORMATS, source_for
 from llmroute.anchor.sources.llamacpp import parse_llamacpp_metrics, parse_llamacpp_slots
@@ -63,7 +63,7 @@ intents = st.builds(Intent, label=st.sampled_from(["code", "chat", "math"]),
 @settings(max_examples=40, deadline=None)
 @given(snap=snapshots, intent=intents, text=st.text(max_size=600))
 def test_scorer_contract(name, snap, intent, text):
-    scorer = REG.scorer(name, Deps())
+    scorer = REG.scorer(name, Shared())
     ctx = context(snap[0], snap[1], req=request(text), intent=intent, now=50.0,
                   breakers=snap[2])
     scored = scorer.score(ctx, CANDS)
@@ -79,7 +79,7 @@ def test_scorer_contract(name, snap, intent, text):
 @pytest.mark.parametrize("name", sorted(REG.pickers))
 @given(st.dictionaries(st.sampled_from(IDS), st.floats(-2, 2), min_size=1))
 def test_picker_contract(name, scored):
-    order = REG.picker(name, Deps()).pick(scored)
+    order = REG.picker(name, Shared()).pick(scored)
     assert sorted(order) == sorted(scored) and len(order) == len(scored)
 
 
@@ -90,7 +90,7 @@ def test_picker_contract(name, scored):
 def test_filter_contract(name, snap, prompt, tools, logprobs):
     req = request(prompt_tokens=prompt, body={"logprobs": logprobs}, has_tools=tools)
     ctx = context(snap[0], snap[1], req=req, now=50.0, breakers=snap[2])
-    kept = REG.filter(name, Deps()).filter(ctx, CANDS)
+    kept = REG.filter(name, Shared()).filter(ctx, CANDS)
     positions = [CANDS.index(b) for b in kept]
     assert positions == sorted(positions)
 

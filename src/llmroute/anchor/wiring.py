@@ -1,4 +1,5 @@
-"""Building the anchor from config: the profile's dependencies and the signal collector.
+"""Building the anchor from config: the runtime objects its plugins share and the signal
+collector.
 
 Called by ``runtime.py``; no I/O here except what the returned collector does once started.
 """
@@ -12,7 +13,7 @@ import aiohttp
 
 from llmroute.anchor.collector import Collector
 from llmroute.anchor.protocol import MetricsSource
-from llmroute.anchor.registry import Deps
+from llmroute.anchor.registry import Shared
 from llmroute.anchor.scorers.intent_fit import PoolFit
 from llmroute.anchor.sources.gpu import WithGpu
 from llmroute.anchor.sources.http import DcgmSource, source_for
@@ -22,16 +23,11 @@ from llmroute.config import BackendConfig, Config
 from llmroute.types import Backend
 
 
-def anchor_deps(config: Config) -> Deps:
-    """Plugin dependencies from ``config`` (pool declarations, softmax temperature, KV rule,
-    TTFT headroom)."""
+def anchor_shared(config: Config) -> Shared:
+    """The runtime objects the plugins share: a new prefix index, the pools' declarations
+    from ``config`` (read by intent-fit) and the default injected randomness."""
     pools = {name: PoolFit(p.strengths, p.max_complexity) for name, p in config.pools.items()}
-    a = config.anchor
-    return Deps(pools=pools, temperature=a.softmax_temperature,
-                kv_threshold=a.kv_pressure_threshold,
-                kv_min_fraction=a.kv_pressure_min_fraction,
-                ttft_factor=a.ttft_headroom_factor, ttft_slack_ms=a.ttft_headroom_ms,
-                ttft_keep=a.ttft_headroom_keep)
+    return Shared(pools=pools)
 
 
 def signal_sources(config: Config, backends: dict[str, Backend],
