@@ -167,7 +167,9 @@ class BreakerView:
     seconds; None: not opened since it last closed) for ``cooldown_s`` seconds, then
     half-open; held open until ``held_until`` (an upstream ``Retry-After``; -inf: not held);
     ``probe_free``: a half-open probe slot is free. Pure: ``state``/``allows`` compare with
-    the caller's ``now``. ``BreakerView()`` is a closed breaker."""
+    the caller's ``now`` (the cool-down as ``now - opened_at ≥ cooldown_s``, the breaker's
+    own arithmetic, so every reader agrees with it). ``BreakerView()`` is a closed
+    breaker."""
 
     opened_at: float | None = None
     cooldown_s: float = 0.0
