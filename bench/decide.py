@@ -45,11 +45,17 @@ from llmroute.anchor.affinity import PrefixIndex
 from llmroute.anchor.presets import build_profile
 from llmroute.anchor.profile import Profile
 from llmroute.anchor.protocol import AnchorContext
-from llmroute.anchor.registry import Deps, register_builtins
+from llmroute.anchor.registry import Shared, register_builtins
 from llmroute.anchor.scorers.intent_fit import PoolFit
-from llmroute.anchor.sources.signals import EngineSignals
 from llmroute.config import AnchorConfig
-from llmroute.types import Backend, BackendStats, ChatRequest, Intent, MetricsSnapshot
+from llmroute.types import (
+    Backend,
+    BackendStats,
+    ChatRequest,
+    EngineSignals,
+    Intent,
+    MetricsSnapshot,
+)
 
 GIB = 2 ** 30
 PROMPT = "Write a function that merges two sorted lists in Python. " * 20
@@ -93,15 +99,15 @@ def profiles(affinity: PrefixIndex) -> dict[str, tuple[Profile, int | None]]:
     """The profiles measured, by name (first = the baseline), with the number of candidates
     built (None: every backend)."""
     reg = register_builtins()
-    deps = Deps(affinity=affinity, pools={"code": PoolFit(("code",), 4.0)})
+    shared = Shared(affinity=affinity, pools={"code": PoolFit(("code",), 4.0)})
     every = {name: 1.0 / len(reg.scorers) for name in reg.scorers}
-    default = build_profile(AnchorConfig(preset="default"), reg, deps)
+    default = build_profile(AnchorConfig(preset="default"), reg, shared)
     return {
-        "least-in-flight": (build_profile(AnchorConfig(preset="least-in-flight"), reg, deps),
+        "least-in-flight": (build_profile(AnchorConfig(preset="least-in-flight"), reg, shared),
                             ATTEMPTS),
         "default": (default, ATTEMPTS),
         "default-full": (default, None),
-        "all-scorers": (build_profile(AnchorConfig(scorers=every, picker="softmax"), reg, deps),
+        "all-scorers": (build_profile(AnchorConfig(scorers=every, picker="softmax"), reg, shared),
                         None),
     }
 

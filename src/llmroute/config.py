@@ -2,7 +2,9 @@
 
 One YAML file holds the server settings, timeouts, retry budget, pools, backends (remote
 engines by ``base_url``, or local llama.cpp engines by ``launch``) and the intent → pool map.
-With no file, the embedded default (``local/default.yaml``) starts three local engines.
+The ``anchor:`` section's models (plugins and their params) are in ``config_anchor.py``; the
+engine kinds a backend may name, in ``backends/engines.py``. With no file, the embedded
+default (``local/default.yaml``) starts three local engines.
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ from pydantic import (
     model_validator,
 )
 
+from llmroute.backends.engines import ENGINES, Capability, engine_kind
+from llmroute.config_anchor import AnchorConfig
 from llmroute.errors import ConfigError
 
-EngineKind = Literal["vllm", "sglang", "llamacpp", "ollama", "openai", "emulator"]
-Capability = Literal["tools", "logprobs", "continuation"]
 _ID = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 
 
@@ -145,13 +147,14 @@ class GpuConfig(_Strict):
 
 
 class BackendConfig(_Strict):
-    """One engine endpoint. Either ``base_url`` (a running engine; the part before ``/v1``)
-    or ``launch`` (llmroute starts a local llama.cpp engine) must be given. The bearer token
-    is ``api_key``, or read from the environment variable named by ``api_key_env``."""
+    """One engine endpoint of kind ``engine`` (a name in ``backends/engines.py``). Either
+    ``base_url`` (a running engine; the part before ``/v1``) or ``launch`` (llmroute starts
+    a local llama.cpp engine) must be given. The bearer token is ``api_key``, or read from
+    the environment variable named by ``api_key_env``."""
 
     id: str = Field(pattern=_ID)
     pool: str
-    engine: EngineKind
+    engine: str
     base_url: str | None = Field(None, pattern=r"^https?://")
     model: str = "smollm2-135m-instruct"
     context_length: int | None = Field(None, ge=1)
@@ -161,12 +164,20 @@ class BackendConfig(_Strict):
     gpu: GpuConfig | None = None
     capabilities: tuple[Capability, ...] | None = None
 
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, engine: str) -> str:
+        if engine not in ENGINES:
+            raise ValueError(f"unknown engine kind {engine!r} (known: {', '.join(ENGINES)})")
+        return engine
+
     @model_validator(mode="after")
     def _endpoint(self) -> BackendConfig:
         if (self.base_url is None) == (self.launch is None):
             raise ValueError("give exactly one of base_url (a running engine) or launch")
-        if self.launch is not None and self.engine != "llamacpp":
-            raise ValueError("launch is only supported for engine: llamacpp")
+        if self.launch is not None and not engine_kind(self.engine).launch:
+            launchable = ", ".join(k for k, row in ENGINES.items() if row.launch)
+            raise ValueError(f"launch is only supported for engine: {launchable}")
         return self
 
     def effective_context(self) -> int:
@@ -185,36 +196,6 @@ class PoolConfig(_Strict):
     description: str = ""
     strengths: tuple[str, ...] = ()
     max_complexity: float | None = Field(None, gt=0)
-
-
-class AnchorConfig(_Strict):
-    """The resource anchor: a ``preset`` (default | round-robin | least-in-flight | seed-000 |
-    seed-001), optional ``scorers`` ``{type-name: weight}`` merged over the preset's weights
-    (a name sets or adds that scorer's weight; 0 removes it; see ``anchor/presets.py``),
-    an optional ``picker`` (argmax | p2c | softmax | round-robin), the softmax temperature
-    (in units of total score), the signal collector's period, per-poll timeout and the age
-    after which a signal is stale (seconds), and the KV-pressure rule of the context-fit
-    filter: above ``kv_pressure_threshold`` (fraction 0–1) the usable context shrinks
-    linearly to ``kv_pressure_min_fraction`` of the window at a full cache. ``ttft_headroom``
-    turns the TTFT-headroom filter on or off (None: as the preset has it — on in
-    ``default``): it keeps backends predicted within ``ttft_headroom_factor`` × the soonest
-    predicted TTFT or ``ttft_headroom_ms`` ms of it, and at least the ``ttft_headroom_keep``
-    soonest (``anchor/filters/ttft_headroom.py``)."""
-
-    preset: Literal["default", "round-robin", "least-in-flight", "seed-000", "seed-001"] = \
-        "default"
-    scorers: dict[str, float] = {}
-    picker: Literal["argmax", "p2c", "softmax", "round-robin"] | None = None
-    softmax_temperature: float = Field(0.1, gt=0)
-    poll_interval_s: float = Field(0.2, gt=0)
-    poll_timeout_s: float = Field(0.5, gt=0)
-    stale_after_s: float = Field(2.0, gt=0)
-    kv_pressure_threshold: float = Field(0.8, ge=0, lt=1)
-    kv_pressure_min_fraction: float = Field(0.5, gt=0, le=1)
-    ttft_headroom: bool | None = None
-    ttft_headroom_factor: float = Field(3.0, ge=1)
-    ttft_headroom_ms: float = Field(1000.0, ge=0)
-    ttft_headroom_keep: int = Field(3, ge=1)
 
 
 class RoutingConfig(_Strict):

@@ -6,12 +6,9 @@ Units: times in seconds unless a name ends in ``_ms``; token counts in tokens; f
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
-
-if TYPE_CHECKING:
-    from llmroute.anchor.sources.signals import EngineSignals
+from typing import Any, Literal
 
 Endpoint = Literal["chat", "completions"]
 
@@ -24,7 +21,7 @@ class Backend:
     ``emulator``); ``base_url`` ends before ``/v1``; ``model`` is the served model name sent
     upstream; ``context_length`` is the per-request context window in tokens;
     ``capabilities`` (``tools``, ``logprobs``, ``continuation``) as configured, or None for
-    the engine kind's defaults (``anchor/capability.py``).
+    the engine kind's defaults (``backends/engines.py``).
     """
 
     id: str
@@ -109,14 +106,14 @@ class BackendStats:
 
     ``in_flight`` requests; ``latency_ms``/``ttft_ms`` are EWMAs (None before the first sample);
     ``error_rate`` an EWMA of failures (0–1); ``taken_at`` the clock reading in seconds.
-    Over the sliding window (``anchor/sources/router.py``): ``ttft_p95_ms``/``latency_p95_ms``
+    Over the sliding window (``anchor/stats/router.py``): ``ttft_p95_ms``/``latency_p95_ms``
     (p95, ms), ``ttft_baseline_ms``/``latency_baseline_ms`` (the lowest windowed p50 seen so
     far: the backend's unloaded latency, ms), ``window_error_rate`` (failed fraction 0–1),
     ``output_tps`` (output tokens per second of generation time) and ``window_requests``;
     None while the window holds no sample. ``prefill_tokens``: prompt tokens of the requests
     sent to the backend that have no first token yet; ``prefill_ms_per_token`` and
     ``prefill_overhead_ms``: the learned TTFT model ``TTFT ≈ overhead + tokens ahead ×
-    ms/token`` (``anchor/sources/prefill.py``; None until fitted).
+    ms/token`` (``anchor/stats/prefill.py``; None until fitted).
     """
 
     backend_id: str
@@ -137,15 +134,6 @@ class BackendStats:
     prefill_overhead_ms: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class MetricsSnapshot:
-    """Every signal known for the candidate set at one instant: ``stats`` per backend id
-    (the router's own view) and ``engines`` per backend id (the fresh engine/GPU signals,
-    ``anchor.sources.signals.EngineSignals``; a backend without fresh signals is absent)."""
-
-    stats: dict[str, BackendStats] = field(default_factory=dict)
-    taken_at: float = 0.0
-    engines: Mapping[str, EngineSignals] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +158,104 @@ class BreakerState(enum.Enum):
     CLOSED = "closed"
     OPEN = "open"
     HALF_OPEN = "half_open"
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerView:
+    """One backend's circuit breaker as readers outside the fuse see it (the breaker
+    replaces it on every change: ``fuse/breaker.py``): open since ``opened_at`` (clock
+    seconds; None: not opened since it last closed) for ``cooldown_s`` seconds, then
+    half-open; held open until ``held_until`` (an upstream ``Retry-After``; -inf: not held);
+    ``probe_free``: a half-open probe slot is free. Pure: ``state``/``allows`` compare with
+    the caller's ``now`` (the cool-down as ``now - opened_at ≥ cooldown_s``, the breaker's
+    own arithmetic, so every reader agrees with it). ``BreakerView()`` is a closed
+    breaker."""
+
+    opened_at: float | None = None
+    cooldown_s: float = 0.0
+    held_until: float = float("-inf")
+    probe_free: bool = True
+
+    def state(self, now: float) -> BreakerState:
+        """The state at ``now`` (s): open while held or cooling down, then half-open."""
+        if now < self.held_until:
+            return BreakerState.OPEN
+        if self.opened_at is None:
+            return BreakerState.CLOSED
+        if now - self.opened_at >= self.cooldown_s:
+            return BreakerState.HALF_OPEN
+        return BreakerState.OPEN
+
+    def allows(self, now: float) -> bool:
+        """True when a request may be sent at ``now``: closed, or half-open with a probe slot
+        free."""
+        state = self.state(now)
+        if state is BreakerState.HALF_OPEN:
+            return self.probe_free
+        return state is BreakerState.CLOSED
+
+
+BreakerViews = Callable[[], Mapping[str, BreakerView]]
+"""``() -> {backend_id: BreakerView}``, read-only; a backend absent from it is closed (the
+circuit breaker's ``views``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSignals:
+    """Immutable load snapshot of one engine, as parsed from one poll (or two merged polls;
+    ``anchor/sources/signals.py`` builds and merges them).
+
+    Every signal is optional: ``None`` means the engine did not expose it, exposed a value
+    that cannot be trusted (NaN, ±Inf, negative, a fraction outside [0, 1], a malformed
+    histogram), or the whole response could not be parsed. ``missing`` names every signal
+    the source expected and does not have. Units are in the field names (``*_ms``
+    milliseconds, ``*_bytes`` bytes, ``*_tps`` tokens per second); ``taken_at`` is the
+    caller's clock reading in seconds; ``source`` names the parser.
+
+    - ``running``: requests being decoded now; ``waiting``: requests queued.
+    - ``kv_cache_usage``: fraction 0–1 of the KV cache in use; ``kv_capacity_tokens``: the
+      cache's size in tokens (per engine).
+    - ``ttft_p50_ms``/``ttft_p95_ms``/``tpot_p50_ms``: quantiles of time to first token and
+      time per output token, estimated from cumulative histograms (``prom.quantile``).
+    - ``prompt_tokens_total``/``generation_tokens_total``: counters since engine start.
+    - ``gen_throughput_tps``: generation throughput as the engine reports it (SGLang).
+    - ``idle_slots``/``total_slots``: llama.cpp server slots.
+    - ``gpu_mem_used_bytes``/``gpu_mem_free_bytes``/``gpu_util`` (fraction 0–1): DCGM.
+    - ``loaded_models``: Ollama ``(name, size_vram_bytes)`` pairs.
+    """
+
+    taken_at: float
+    source: str
+    running: int | None = None
+    waiting: int | None = None
+    kv_cache_usage: float | None = None
+    kv_capacity_tokens: int | None = None
+    ttft_p50_ms: float | None = None
+    ttft_p95_ms: float | None = None
+    tpot_p50_ms: float | None = None
+    prompt_tokens_total: int | None = None
+    generation_tokens_total: int | None = None
+    gen_throughput_tps: float | None = None
+    idle_slots: int | None = None
+    total_slots: int | None = None
+    gpu_mem_used_bytes: int | None = None
+    gpu_mem_free_bytes: int | None = None
+    gpu_util: float | None = None
+    loaded_models: tuple[tuple[str, int], ...] | None = None
+    missing: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsSnapshot:
+    """Every signal known for the candidate set at one instant: ``stats`` per backend id
+    (the router's own view), ``engines`` per backend id (the fresh engine/GPU signals; a
+    backend without fresh signals is absent) and ``breakers`` per backend id (the circuit
+    breaker's view; a backend absent from it is closed)."""
+
+    stats: dict[str, BackendStats] = field(default_factory=dict)
+    taken_at: float = 0.0
+    engines: Mapping[str, EngineSignals] = field(default_factory=dict)
+    breakers: Mapping[str, BreakerView] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,11 +1,14 @@
 """The contract every registered plugin keeps (DESIGN.md §4), checked for all of them:
 
 - Scorer: returns ``{backend_id: score}`` over a subset of the candidates, every score a
-  finite number in [0, 1], whatever signals are present, stale or absent.
+  finite number in [0, 1], whatever signals are present, stale or absent (breakers open,
+  half-open or held included); its ``column`` holds the same values in the candidates'
+  order, NaN where the map has none, and stays in [0, 1] when it says it is ``bounded``.
 - Picker: returns every key exactly once (non-empty when the input is).
 - Filter: returns a subset of the candidates in their given order.
 - Source (parser): any text gives an ``EngineSignals`` whose ``missing`` names exactly the
-  expected signals that are None; nothing raises.
+  expected signals that are None; nothing raises. Every metrics format of the engine-kind
+  table has a source.
 """
 
 from __future__ import annotations
@@ -17,14 +20,16 @@ from fakes.anchor_ctx import context, request
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmroute.anchor.registry import Deps, register_builtins
+from llmroute.anchor.registry import Shared, register_builtins
 from llmroute.anchor.sources.dcgm import parse_dcgm
+from llmroute.anchor.sources.http import FORMATS, source_for
 from llmroute.anchor.sources.llamacpp import parse_llamacpp_metrics, parse_llamacpp_slots
 from llmroute.anchor.sources.ollama import parse_ollama_ps
 from llmroute.anchor.sources.sglang import parse_sglang_metrics
-from llmroute.anchor.sources.signals import SIGNALS, EngineSignals
+from llmroute.anchor.sources.signals import SIGNALS
 from llmroute.anchor.sources.vllm import parse_vllm_metrics
-from llmroute.types import Backend, BackendStats, Intent
+from llmroute.backends.engines import ENGINES
+from llmroute.types import Backend, BackendStats, BreakerView, EngineSignals, Intent
 
 REG = register_builtins()
 IDS = ["a", "b", "c", "d"]
@@ -44,8 +49,12 @@ backend_stats = st.builds(
     ttft_p95_ms=maybe_ms, ttft_baseline_ms=maybe_ms, latency_p95_ms=maybe_ms,
     latency_baseline_ms=maybe_ms, window_error_rate=maybe_frac,
     output_tps=st.none() | st.floats(0, 1e5))
+breaker_views = st.builds(BreakerView, opened_at=st.none() | st.floats(0, 100),
+                          cooldown_s=st.floats(0.1, 60), held_until=st.floats(-1, 100),
+                          probe_free=st.booleans())
 snapshots = st.tuples(st.dictionaries(st.sampled_from(IDS), backend_stats),
-                      st.dictionaries(st.sampled_from(IDS), engine_signals))
+                      st.dictionaries(st.sampled_from(IDS), engine_signals),
+                      st.dictionaries(st.sampled_from(IDS), breaker_views))
 intents = st.builds(Intent, label=st.sampled_from(["code", "chat", "math"]),
                     confidence=st.floats(0, 1), complexity=st.floats(0.1, 5.0))
 
@@ -54,17 +63,23 @@ intents = st.builds(Intent, label=st.sampled_from(["code", "chat", "math"]),
 @settings(max_examples=40, deadline=None)
 @given(snap=snapshots, intent=intents, text=st.text(max_size=600))
 def test_scorer_contract(name, snap, intent, text):
-    scorer = REG.scorer(name, Deps())
-    ctx = context(snap[0], snap[1], req=request(text), intent=intent, now=50.0)
+    scorer = REG.scorer(name, Shared())
+    ctx = context(snap[0], snap[1], req=request(text), intent=intent, now=50.0,
+                  breakers=snap[2])
     scored = scorer.score(ctx, CANDS)
     assert set(scored) <= set(IDS)
     assert all(math.isfinite(v) and 0.0 <= v <= 1.0 for v in scored.values()), scored
+    column = scorer.column(ctx, CANDS)
+    assert len(column) == len(CANDS)
+    assert {b.id: x for b, x in zip(CANDS, column) if x == x} == scored
+    if scorer.bounded:
+        assert all(0.0 <= x <= 1.0 for x in column if x == x), column
 
 
 @pytest.mark.parametrize("name", sorted(REG.pickers))
 @given(st.dictionaries(st.sampled_from(IDS), st.floats(-2, 2), min_size=1))
 def test_picker_contract(name, scored):
-    order = REG.picker(name, Deps()).pick(scored)
+    order = REG.picker(name, Shared()).pick(scored)
     assert sorted(order) == sorted(scored) and len(order) == len(scored)
 
 
@@ -74,7 +89,8 @@ def test_picker_contract(name, scored):
        logprobs=st.booleans())
 def test_filter_contract(name, snap, prompt, tools, logprobs):
     req = request(prompt_tokens=prompt, body={"logprobs": logprobs}, has_tools=tools)
-    kept = REG.filter(name, Deps()).filter(context(*snap, req=req), CANDS)
+    ctx = context(snap[0], snap[1], req=req, now=50.0, breakers=snap[2])
+    kept = REG.filter(name, Shared()).filter(ctx, CANDS)
     positions = [CANDS.index(b) for b in kept]
     assert positions == sorted(positions)
 
@@ -98,3 +114,10 @@ def test_source_contract(name, text):
     for n in got.missing:
         assert getattr(got, n) is None
     assert set(got.missing) <= set(SIGNALS)
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_every_engine_kind_with_metrics_has_a_source(engine):
+    endpoint = ENGINES[engine].metrics
+    assert (source_for(engine, None, 1.0) is None) == (endpoint is None)  # type: ignore[arg-type]
+    assert endpoint is None or endpoint.format in FORMATS

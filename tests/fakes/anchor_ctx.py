@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from llmroute.anchor.protocol import AnchorContext
-from llmroute.anchor.sources.signals import EngineSignals
-from llmroute.types import Backend, BackendStats, ChatRequest, Intent, MetricsSnapshot
+from llmroute.types import (
+    Backend,
+    BackendStats,
+    BreakerView,
+    ChatRequest,
+    EngineSignals,
+    Intent,
+    MetricsSnapshot,
+)
 
 
 def backends(*ids: str, pool: str = "p", engine: str = "vllm", ctx: int = 4096) -> list[Backend]:
@@ -29,7 +37,8 @@ def signals(taken_at: float = 0.0, **values: Any) -> EngineSignals:
 def context(stats: dict[str, BackendStats] | None = None,
             engines: dict[str, EngineSignals] | None = None, *, req: ChatRequest | None = None,
             intent: Intent | None = None, now: float = 0.0,
-            pools: frozenset[str] | None = None) -> AnchorContext:
-    """An AnchorContext over the given router stats and engine signals."""
-    snap = MetricsSnapshot(stats or {}, now, engines or {})
+            pools: frozenset[str] | None = None,
+            breakers: Mapping[str, BreakerView] | None = None) -> AnchorContext:
+    """An AnchorContext over the given router stats, engine signals and breaker views."""
+    snap = MetricsSnapshot(stats or {}, now, engines or {}, breakers or {})
     return AnchorContext(req or request(), intent or Intent("chat", 1.0), snap, now, pools)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from llmroute.anchor.sources.gpu import Source
+from llmroute.anchor.protocol import MetricsSource
 from llmroute.anchor.store import Entry, SignalStore
 from llmroute.errors import SignalSourceError
 from llmroute.types import Backend
@@ -41,7 +41,7 @@ class Collector:
 
     ``clock`` gives seconds (monotonic); ``sleep`` is injected for tests."""
 
-    sources: dict[str, tuple[Backend, Source]]
+    sources: dict[str, tuple[Backend, MetricsSource]]
     store: SignalStore
     clock: Callable[[], float]
     period_s: float = 0.2

@@ -29,7 +29,8 @@
 Every preset runs the same filters, in order: pool membership, context fit (with the
 KV-pressure rule), capability, breaker health; ``default`` then drops backends predicted
 to answer much later than the soonest (``ttft-headroom``; ``anchor.ttft_headroom`` turns it
-on or off for any preset).
+on or off for any preset). Each plugin is built with its own params from the config
+(``config_anchor.py``); presets set weights, not params.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from llmroute.anchor.profile import Profile
-from llmroute.anchor.registry import Deps, Registry
-from llmroute.config import AnchorConfig
+from llmroute.anchor.registry import Registry, Shared
+from llmroute.config_anchor import AnchorConfig
 from llmroute.errors import ConfigError
 
 FILTERS = ("pool", "context-fit", "capability", "health")
@@ -83,7 +84,7 @@ def resolve(cfg: AnchorConfig) -> Preset:
         raise ConfigError(f"anchor.preset: unknown preset {cfg.preset!r} "
                           f"(known: {', '.join(table)})")
     base = table[cfg.preset]
-    weights = _merge(dict(base.weights), cfg.scorers)
+    weights = _merge(dict(base.weights), {name: e.weight for name, e in cfg.scorers.items()})
     headroom = base.headroom if cfg.ttft_headroom is None else cfg.ttft_headroom
     return Preset(tuple(weights.items()), cfg.picker or base.picker, headroom)
 
@@ -93,10 +94,15 @@ def _merge(weights: dict[str, float], override: Mapping[str, float]) -> dict[str
     return {name: w for name, w in merged.items() if w != 0}
 
 
-def build_profile(cfg: AnchorConfig, registry: Registry, deps: Deps) -> Profile:
-    """The Profile for ``cfg``; raises ConfigError naming an unknown scorer or picker."""
+def build_profile(cfg: AnchorConfig, registry: Registry, shared: Shared) -> Profile:
+    """The Profile for ``cfg``, each plugin built with its own params (``cfg.params``) and
+    ``shared``; raises ConfigError naming an unknown filter, scorer or picker type."""
     preset = resolve(cfg)
+    for kind in ("filter", "scorer", "picker"):
+        registry.check(kind, cfg.entries(kind))
     return Profile(
-        filters=tuple(registry.filter(name, deps) for name in preset.filters()),
-        scorers=tuple((registry.scorer(name, deps), w) for name, w in preset.weights),
-        picker=registry.picker(preset.picker, deps))
+        filters=tuple(registry.filter(name, shared, cfg.params("filter", name))
+                      for name in preset.filters()),
+        scorers=tuple((registry.scorer(name, shared, cfg.params("scorer", name)), w)
+                      for name, w in preset.weights),
+        picker=registry.picker(preset.picker, shared, cfg.params("picker", preset.picker)))

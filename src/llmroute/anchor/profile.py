@@ -17,8 +17,8 @@ Total score of a backend, from the scorers ``s`` with weight ``w`` and clamped s
   counters (in-flight, breaker) are always present, so with any of them in the mix the
   decision is never a coin toss.
 
-**Cost.** One decision is a few list passes per scorer over the survivors: scorers that
-offer ``column`` (``anchor/scorers/base.py``) return values aligned with the survivors,
+**Cost.** One decision is a few list passes per scorer over the survivors: every scorer's
+``column`` (the ``Scorer`` protocol) returns values aligned with the survivors,
 NaN for missing (each candidate's signals are looked up once per decision and shared:
 ``engine_rows``, ``stats_rows``), and columns that are complete and inside [0, 1] —
 checked by ``sum``, ``min`` and ``max`` in C — are added two per comprehension; only a
@@ -47,17 +47,6 @@ def contribution(weight: float, score: float) -> float:
     return weight * x if weight >= 0 else weight * (1.0 - x)
 
 
-def column_of(scorer: Scorer, ctx: AnchorContext, survivors: Sequence[Backend]) -> Column:
-    """``scorer``'s values aligned with ``survivors`` (NaN = missing): its ``column`` when it
-    has one, else its ``score`` map laid out in order."""
-    column = getattr(scorer, "column", None)
-    if column is not None:
-        return column(ctx, survivors)
-    part = scorer.score(ctx, survivors)
-    nan = math.nan
-    return [part.get(b.id, nan) for b in survivors]
-
-
 @dataclass(frozen=True)
 class Profile:
     """A routing profile: ``filters`` in order, ``(scorer, weight)`` pairs, one ``picker``.
@@ -74,8 +63,7 @@ class Profile:
     def __post_init__(self) -> None:
         active = tuple((s, w) for s, w in self.scorers if w != 0)
         object.__setattr__(self, "_active", active)
-        object.__setattr__(self, "_bounded", tuple(getattr(s, "bounded", False) is True
-                                                   for s, _ in active))
+        object.__setattr__(self, "_bounded", tuple(s.bounded is True for s, _ in active))
 
     def rank(self, ctx: AnchorContext, backends: Sequence[Backend],
              limit: int | None = None, *, explain: bool = True) -> list[Candidate]:
@@ -114,7 +102,7 @@ class Profile:
                   ) -> tuple[list[str], list[Column], dict[str, float]]:
         """``(ids, columns, totals)`` of ``survivors``: one column per active scorer."""
         ids = [b.id for b in survivors]
-        cols = [column_of(s, ctx, survivors) for s, _ in self._active]
+        cols = [s.column(ctx, survivors) for s, _ in self._active]
         return ids, cols, dict(zip(ids, _totals(self._active, self._bounded, cols, len(ids))))
 
     def _names(self) -> list[str]:

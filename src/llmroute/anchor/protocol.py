@@ -1,4 +1,5 @@
-"""Contracts of the anchor's plugins (DESIGN.md §4). All are pure and synchronous."""
+"""Contracts of the anchor's plugins (DESIGN.md §4): filters, scorers and pickers are pure
+and synchronous; a metrics source is the one that does I/O (polled by the collector)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from llmroute.types import Backend, ChatRequest, Intent, MetricsSnapshot
+from llmroute.types import Backend, ChatRequest, EngineSignals, Intent, MetricsSnapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,14 +36,25 @@ class Filter(Protocol):
 
 
 class Scorer(Protocol):
-    """Scores each candidate in [0, 1], higher is better; returns ``{backend_id: score}``.
-    A candidate whose signal is missing or stale is left out of the map (the profile then
-    renormalises the weights over that backend's present signals). Scorers hold no
-    weights: the profile multiplies by the configured weight. A scorer may also offer
-    ``column(ctx, candidates) -> list[float]`` (one value per candidate, in order, NaN for
-    missing); the profile then reads that instead of the map (``scorers/base.py``)."""
+    """Scores each candidate in [0, 1], higher is better. Scorers hold no weights: the
+    profile multiplies by the configured weight.
+
+    - ``column(ctx, candidates) -> list[float]``: one value per candidate, in order, NaN
+      where the backend's signal is missing or stale (the profile then renormalises the
+      weights over that backend's present signals). The profile reads this: one list pass
+      per scorer (``anchor/profile.py``).
+    - ``score(ctx, candidates) -> {backend_id: score}``: the same values as a map, missing
+      signals left out (reports and tests read this).
+    - ``bounded``: True when every ``column`` value is NaN or inside [0, 1] by construction
+      (the profile then checks a column for NaN only, not its range).
+
+    ``scorers/base.py`` gives both methods from either one: ``ColumnScorer`` (implement
+    ``column``) and ``MapScorer`` (implement ``score``)."""
 
     name: str
+    bounded: bool
+
+    def column(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]: ...
 
     def score(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> dict[str, float]: ...
 
@@ -52,3 +64,12 @@ class Picker(Protocol):
     Returns every key exactly once (non-empty when ``scored`` is)."""
 
     def pick(self, scored: dict[str, float]) -> list[str]: ...
+
+
+class MetricsSource(Protocol):
+    """One backend's engine/GPU signals (``types.EngineSignals``) taken at ``now`` (the
+    caller's clock, s), fetched and parsed: ``anchor/sources/``. Raises SignalSourceError
+    when the endpoint cannot be read, never anything else; a body that does not parse is a
+    snapshot with its signals missing. The collector owns the schedule and timeouts."""
+
+    async def poll(self, backend: Backend, now: float) -> EngineSignals: ...

@@ -1,22 +1,24 @@
 """Type name → factory for every anchor plugin (DESIGN.md §4): filters, scorers, pickers.
 
 Built-ins are added by ``register_builtins()`` (kebab-case names); nothing registers at
-import. Factories take the ``Deps`` the runtime owns (breaker, prefix index, pool
-declarations, injected randomness) and do no I/O.
+import. A factory takes the plugin's own ``params`` (an instance of its model in
+``config_anchor.PLUGIN_PARAMS``, ``NoParams`` for a plugin without any) and the ``Shared``
+runtime objects, of which it uses only what it needs; factories do no I/O.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from llmroute.anchor.affinity import PrefixIndex
 from llmroute.anchor.filters.capability import CapabilityFilter
 from llmroute.anchor.filters.context_fit import ContextFitFilter
 from llmroute.anchor.filters.health import HealthFilter
 from llmroute.anchor.filters.pool import PoolFilter
-from llmroute.anchor.filters.ttft_headroom import FACTOR, KEEP, SLACK_MS, TtftHeadroomFilter
+from llmroute.anchor.filters.ttft_headroom import TtftHeadroomFilter
 from llmroute.anchor.pickers.argmax import ArgmaxPicker
 from llmroute.anchor.pickers.p2c import P2cPicker
 from llmroute.anchor.pickers.round_robin import RoundRobinPicker, Turn
@@ -35,87 +37,95 @@ from llmroute.anchor.scorers.latency import LatencyScorer
 from llmroute.anchor.scorers.prefix_affinity import PrefixAffinityScorer
 from llmroute.anchor.scorers.queue_depth import QueueDepthScorer
 from llmroute.anchor.scorers.throughput import ThroughputScorer
-from llmroute.config import BreakerConfig
+from llmroute.config_anchor import PLUGIN_PARAMS, Kind, NoParams
 from llmroute.errors import ConfigError
-from llmroute.fuse.breaker import CircuitBreaker
+
+T = TypeVar("T")
 
 
 @dataclass
-class Deps:
-    """What plugin factories may use: the ``breaker``, the prefix ``affinity`` index, the
-    pools' declared strengths (``pools``), an injected ``rng`` and round-robin ``turn``,
-    the softmax ``temperature``, the KV-pressure rule (fractions 0–1) and the TTFT headroom
-    (``ttft_factor`` × the soonest predicted TTFT, or ``ttft_slack_ms`` ms over it; at
-    least ``ttft_keep`` candidates kept)."""
+class Shared:
+    """The runtime objects plugins share — not settings, which are each plugin's params:
+    the prefix ``affinity`` index (prefix-affinity), the pools' declared strengths
+    (``pools``, intent-fit) and an injected ``rng`` (p2c, softmax)."""
 
-    breaker: CircuitBreaker = field(default_factory=lambda: CircuitBreaker(BreakerConfig()))
     affinity: PrefixIndex = field(default_factory=PrefixIndex)
     pools: Mapping[str, PoolFit] = field(default_factory=dict)
     rng: random.Random = field(default_factory=lambda: random.Random(0))
-    turn: Turn = field(default_factory=Turn)
-    temperature: float = 0.1
-    kv_threshold: float = 0.8
-    kv_min_fraction: float = 0.5
-    ttft_factor: float = FACTOR
-    ttft_slack_ms: float = SLACK_MS
-    ttft_keep: int = KEEP
+
+
+Factory = Callable[[Any, Shared], T]
+"""``(params, shared) -> plugin``."""
 
 
 @dataclass
 class Registry:
     """Factories by kebab-case type name, one map per plugin kind."""
 
-    filters: dict[str, Callable[[Deps], Filter]] = field(default_factory=dict)
-    scorers: dict[str, Callable[[Deps], Scorer]] = field(default_factory=dict)
-    pickers: dict[str, Callable[[Deps], Picker]] = field(default_factory=dict)
+    filters: dict[str, Factory[Filter]] = field(default_factory=dict)
+    scorers: dict[str, Factory[Scorer]] = field(default_factory=dict)
+    pickers: dict[str, Factory[Picker]] = field(default_factory=dict)
 
-    def scorer(self, name: str, deps: Deps) -> Scorer:
-        """A new scorer of type ``name``; raises ConfigError for an unknown name."""
-        return _make(self.scorers, "scorer", name, deps)
+    def filter(self, name: str, shared: Shared, params: Any = None) -> Filter:
+        """A new filter of type ``name`` with ``params`` (None: its defaults); raises
+        ConfigError for an unknown name."""
+        return _make(self.filters, "filter", name, shared, params)
 
-    def picker(self, name: str, deps: Deps) -> Picker:
-        """A new picker of type ``name``; raises ConfigError for an unknown name."""
-        return _make(self.pickers, "picker", name, deps)
+    def scorer(self, name: str, shared: Shared, params: Any = None) -> Scorer:
+        """A new scorer of type ``name`` (as ``filter``)."""
+        return _make(self.scorers, "scorer", name, shared, params)
 
-    def filter(self, name: str, deps: Deps) -> Filter:
-        """A new filter of type ``name``; raises ConfigError for an unknown name."""
-        return _make(self.filters, "filter", name, deps)
+    def picker(self, name: str, shared: Shared, params: Any = None) -> Picker:
+        """A new picker of type ``name`` (as ``filter``)."""
+        return _make(self.pickers, "picker", name, shared, params)
+
+    def check(self, kind: Kind, names: Iterable[str]) -> None:
+        """Raise ConfigError naming the first of ``names`` not registered as a ``kind``."""
+        table = {"filter": self.filters, "scorer": self.scorers, "picker": self.pickers}[kind]
+        for name in names:
+            _factory(table, kind, name)
 
 
-def _make(table: Mapping[str, Callable[[Deps], object]], kind: str, name: str,
-          deps: Deps):  # noqa: ANN202 - the table's value type
+def _make(table: Mapping[str, Factory[T]], kind: Kind, name: str, shared: Shared,
+          params: Any) -> T:
+    factory = _factory(table, kind, name)
+    if params is None:
+        params = PLUGIN_PARAMS[kind].get(name, NoParams)()
+    return factory(params, shared)
+
+
+def _factory(table: Mapping[str, Factory[T]], kind: Kind, name: str) -> Factory[T]:
     factory = table.get(name)
     if factory is None:
         raise ConfigError(f"anchor: unknown {kind} {name!r} (known: {', '.join(sorted(table))})")
-    return factory(deps)
+    return factory
 
 
 def register_builtins(registry: Registry | None = None) -> Registry:
     """``registry`` (a new one by default) with every built-in plugin added."""
     reg = registry or Registry()
     reg.filters.update({
-        "pool": lambda d: PoolFilter(),
-        "context-fit": lambda d: ContextFitFilter(kv_threshold=d.kv_threshold,
-                                                  kv_min_fraction=d.kv_min_fraction),
-        "capability": lambda d: CapabilityFilter(),
-        "health": lambda d: HealthFilter(d.breaker),
-        "ttft-headroom": lambda d: TtftHeadroomFilter(d.ttft_factor, d.ttft_slack_ms,
-                                                            d.ttft_keep),
+        "pool": lambda p, s: PoolFilter(),
+        "context-fit": lambda p, s: ContextFitFilter(kv_threshold=p.kv_threshold,
+                                                     kv_min_fraction=p.kv_min_fraction),
+        "capability": lambda p, s: CapabilityFilter(),
+        "health": lambda p, s: HealthFilter(),
+        "ttft-headroom": lambda p, s: TtftHeadroomFilter(p.factor, p.slack_ms, p.keep),
     })
     reg.scorers.update({
-        "queue-depth": lambda d: QueueDepthScorer(), "kv-cache": lambda d: KvCacheScorer(),
-        "free-vram": lambda d: FreeVramScorer(), "gpu-util": lambda d: GpuUtilScorer(),
-        "in-flight": lambda d: InFlightScorer(), "latency": lambda d: LatencyScorer(),
-        "error-rate": lambda d: ErrorRateScorer(), "throughput": lambda d: ThroughputScorer(),
-        "health": lambda d: HealthScorer(d.breaker),
-        "prefix-affinity": lambda d: PrefixAffinityScorer(d.affinity),
-        "intent-fit": lambda d: IntentFitScorer(d.pools),
-        "expected-ttft": lambda d: ExpectedTtftScorer(),
-        "kv-balance": lambda d: KvBalanceScorer(),
+        "queue-depth": lambda p, s: QueueDepthScorer(), "kv-cache": lambda p, s: KvCacheScorer(),
+        "free-vram": lambda p, s: FreeVramScorer(), "gpu-util": lambda p, s: GpuUtilScorer(),
+        "in-flight": lambda p, s: InFlightScorer(), "latency": lambda p, s: LatencyScorer(),
+        "error-rate": lambda p, s: ErrorRateScorer(),
+        "throughput": lambda p, s: ThroughputScorer(), "health": lambda p, s: HealthScorer(),
+        "prefix-affinity": lambda p, s: PrefixAffinityScorer(s.affinity),
+        "intent-fit": lambda p, s: IntentFitScorer(s.pools),
+        "expected-ttft": lambda p, s: ExpectedTtftScorer(),
+        "kv-balance": lambda p, s: KvBalanceScorer(),
     })
     reg.pickers.update({
-        "argmax": lambda d: ArgmaxPicker(), "p2c": lambda d: P2cPicker(d.rng),
-        "softmax": lambda d: SoftmaxPicker(d.rng, d.temperature),
-        "round-robin": lambda d: RoundRobinPicker(d.turn),
+        "argmax": lambda p, s: ArgmaxPicker(), "p2c": lambda p, s: P2cPicker(s.rng),
+        "softmax": lambda p, s: SoftmaxPicker(s.rng, p.temperature),
+        "round-robin": lambda p, s: RoundRobinPicker(Turn()),
     })
     return reg

@@ -1,11 +1,12 @@
 """What the anchor knows about every backend, as plain JSON-ready data (``/debug/backends``).
 
-Per backend: identity, breaker state, capabilities (does it give logprobs), the collector's
-view of its metrics endpoint, every engine/GPU signal with its age and whether it is stale,
-the router's own counters, and every scorer's score with the weighted total. Scores are
-those of a neutral request (empty prompt, intent ``chat`` with confidence 0) ranked within
-the backend's pool, so request-dependent scorers (prefix-affinity, intent-fit) show their
-baseline. Times: ``age_s`` in seconds on the router's monotonic clock.
+Per backend: identity, breaker state (from the snapshot's breaker views), capabilities (does
+it give logprobs), the collector's view of its metrics endpoint, every engine/GPU signal
+with its age and whether it is stale, the router's own counters, and every scorer's score
+with the weighted total. Scores are those of a neutral request (empty prompt, intent
+``chat`` with confidence 0) ranked within the backend's pool, so request-dependent scorers
+(prefix-affinity, intent-fit) show their baseline. Times: ``age_s`` in seconds on the
+router's monotonic clock.
 """
 
 from __future__ import annotations
@@ -14,38 +15,37 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
-from llmroute.anchor.capability import capabilities_of
 from llmroute.anchor.profile import Profile
 from llmroute.anchor.protocol import AnchorContext
 from llmroute.anchor.sources.signals import SIGNALS
 from llmroute.anchor.store import SignalStore
-from llmroute.fuse.breaker import CircuitBreaker
-from llmroute.types import Backend, ChatRequest, Intent, MetricsSnapshot
+from llmroute.backends.engines import capabilities_of
+from llmroute.types import Backend, BreakerView, ChatRequest, Intent, MetricsSnapshot
 
 NEUTRAL = Intent("chat", 0.0)
 
 
-def backends_report(backends: Mapping[str, Backend], profile: Profile, breaker: CircuitBreaker,
-                    store: SignalStore, snapshot: MetricsSnapshot, now: float) -> dict[str, Any]:
+def backends_report(backends: Mapping[str, Backend], profile: Profile, store: SignalStore,
+                    snapshot: MetricsSnapshot, now: float) -> dict[str, Any]:
     """The whole report (see the module docstring); ``snapshot`` from ``RouterStats``."""
     scores = _scores(backends, profile, snapshot, now)
     return {
         "now_s": now, "stale_after_s": store.stale_after_s,
         "weights": {s.name: w for s, w in profile.scorers},
         "picker": getattr(profile.picker, "name", type(profile.picker).__name__),
-        "backends": [_backend(b, breaker, store, snapshot, scores.get(b.id, ({}, None)), now)
+        "backends": [_backend(b, store, snapshot, scores.get(b.id, ({}, None)), now)
                      for b in backends.values()],
     }
 
 
-def _backend(b: Backend, breaker: CircuitBreaker, store: SignalStore, snap: MetricsSnapshot,
+def _backend(b: Backend, store: SignalStore, snap: MetricsSnapshot,
              scored: tuple[dict[str, float | None], float | None], now: float) -> dict[str, Any]:
     caps = capabilities_of(b)
     stats = snap.stats.get(b.id)
     return {
         "id": b.id, "pool": b.pool, "engine": b.engine, "base_url": b.base_url,
         "model": b.model, "context_length": b.context_length,
-        "breaker": breaker.state(b.id, now).value,
+        "breaker": snap.breakers.get(b.id, BreakerView()).state(now).value,
         "logprobs": "logprobs" in caps, "capabilities": sorted(caps),
         "collector": _collector(store, b.id, now),
         "signals": _signals(store, b.id, now),

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from llmroute.anchor.sources.signals import EngineSignals
+from llmroute.types import EngineSignals
 
 State = Literal["unknown", "up", "down"]
 

@@ -1,4 +1,5 @@
-"""Building the anchor from config: the profile's dependencies and the signal collector.
+"""Building the anchor from config: the runtime objects its plugins share and the signal
+collector.
 
 Called by ``runtime.py``; no I/O here except what the returned collector does once started.
 """
@@ -11,35 +12,30 @@ from collections.abc import Callable
 import aiohttp
 
 from llmroute.anchor.collector import Collector
-from llmroute.anchor.registry import Deps
+from llmroute.anchor.protocol import MetricsSource
+from llmroute.anchor.registry import Shared
 from llmroute.anchor.scorers.intent_fit import PoolFit
-from llmroute.anchor.sources.gpu import Source, WithGpu
+from llmroute.anchor.sources.gpu import WithGpu
 from llmroute.anchor.sources.http import DcgmSource, source_for
 from llmroute.anchor.sources.nvml import NvmlSource
 from llmroute.anchor.store import SignalStore
 from llmroute.config import BackendConfig, Config
-from llmroute.fuse.breaker import CircuitBreaker
 from llmroute.types import Backend
 
 
-def anchor_deps(config: Config, breaker: CircuitBreaker) -> Deps:
-    """Plugin dependencies from ``config`` (pool declarations, softmax temperature, KV rule,
-    TTFT headroom)."""
+def anchor_shared(config: Config) -> Shared:
+    """The runtime objects the plugins share: a new prefix index, the pools' declarations
+    from ``config`` (read by intent-fit) and the default injected randomness."""
     pools = {name: PoolFit(p.strengths, p.max_complexity) for name, p in config.pools.items()}
-    a = config.anchor
-    return Deps(breaker=breaker, pools=pools, temperature=a.softmax_temperature,
-                kv_threshold=a.kv_pressure_threshold,
-                kv_min_fraction=a.kv_pressure_min_fraction,
-                ttft_factor=a.ttft_headroom_factor, ttft_slack_ms=a.ttft_headroom_ms,
-                ttft_keep=a.ttft_headroom_keep)
+    return Shared(pools=pools)
 
 
 def signal_sources(config: Config, backends: dict[str, Backend],
-                   session: aiohttp.ClientSession) -> dict[str, tuple[Backend, Source]]:
+                   session: aiohttp.ClientSession) -> dict[str, tuple[Backend, MetricsSource]]:
     """``{backend_id: (backend, source)}`` for every backend that exposes signals (an
     engine metrics endpoint and/or a configured GPU)."""
     timeout = config.anchor.poll_timeout_s
-    out: dict[str, tuple[Backend, Source]] = {}
+    out: dict[str, tuple[Backend, MetricsSource]] = {}
     for bc in config.backends:
         source = _source(bc, session, timeout)
         if source is not None:
@@ -48,7 +44,7 @@ def signal_sources(config: Config, backends: dict[str, Backend],
 
 
 def _source(bc: BackendConfig, session: aiohttp.ClientSession,
-            timeout: float) -> Source | None:
+            timeout: float) -> MetricsSource | None:
     engine = source_for(bc.engine, session, timeout)
     gpu = _gpu(bc, session, timeout)
     if engine is not None and gpu is not None:
@@ -56,7 +52,8 @@ def _source(bc: BackendConfig, session: aiohttp.ClientSession,
     return engine or gpu
 
 
-def _gpu(bc: BackendConfig, session: aiohttp.ClientSession, timeout: float) -> Source | None:
+def _gpu(bc: BackendConfig, session: aiohttp.ClientSession,
+         timeout: float) -> MetricsSource | None:
     if bc.gpu is None:
         return None
     if bc.gpu.nvml_index is not None:

@@ -17,5 +17,5 @@ async def debug_backends(request: Request) -> Response:
     rt: Runtime = request.app.state.runtime
     now = rt.clock()
     store = rt.signals or SignalStore(rt.config.anchor.stale_after_s)
-    return json_response(backends_report(rt.backends, rt.profile, rt.breaker, store,
+    return json_response(backends_report(rt.backends, rt.profile, store,
                                          rt.stats.snapshot(now), now))

@@ -22,7 +22,7 @@ from llmroute.anchor.presets import build_profile
 from llmroute.anchor.registry import register_builtins
 from llmroute.anchor.stats.router import RouterStats
 from llmroute.anchor.store import SignalStore
-from llmroute.anchor.wiring import anchor_deps, make_collector
+from llmroute.anchor.wiring import anchor_shared, make_collector
 from llmroute.backends.client import BackendClient
 from llmroute.config import BackendConfig, Config
 from llmroute.dispatch import Deps
@@ -65,14 +65,14 @@ def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSe
          fleet: EngineFleet | None = None) -> Runtime:
     """Assemble a Runtime over ``backends`` (no I/O); its requests go through ``session``."""
     breaker = CircuitBreaker(config.breaker)
-    deps = anchor_deps(config, breaker)
-    profile = build_profile(config.anchor, register_builtins(), deps)
+    shared = anchor_shared(config)
+    profile = build_profile(config.anchor, register_builtins(), shared)
     store = SignalStore(config.anchor.stale_after_s)
     strategy = SingleStrategy(backends, config.routing.intents, config.routing.default_pool,
                               config.retry.max_attempts)
-    stats = RouterStats.for_backends(list(backends), engines=store.fresh)
+    stats = RouterStats.for_backends(list(backends), store.fresh, breaker.views)
     send = dispatch_deps(config, backends, BackendClient(session, config.timeouts), breaker,
-                         stats, deps.affinity)
+                         stats, shared.affinity)
     return Runtime(config, backends, make_gate(config), strategy, profile, breaker, stats,
                    send.metrics, send.fuse_events, send, send.clock, send.wall_clock,
                    signals=store, fleet=fleet)
@@ -86,7 +86,7 @@ def dispatch_deps(config: Config, backends: dict[str, Backend], client: BackendC
     pools: dict[str, tuple[str, ...]] = {}
     for b in backends.values():
         pools[b.pool] = (*pools.get(b.pool, ()), b.id)
-    return Deps(client, breaker, stats, affinity, Metrics(breaker, backends, time.monotonic),
+    return Deps(client, breaker, stats, affinity, Metrics(breaker.views, backends, time.monotonic),
                 FuseEventStore(config.fuse.events_path), config.retry, config.fuse, pools,
                 time.monotonic, time.time, random.Random())
 

@@ -1,1 +1,2 @@
-"""Engine clients: one pooled async HTTP client per gateway, the SSE codec, capabilities."""
+"""Engine clients: one pooled async HTTP client per gateway, the SSE codec, the engine-kind
+table (capabilities + metrics source)."""

@@ -23,8 +23,8 @@ from typing import Any
 
 import structlog
 
-from llmroute.backends.capabilities import capabilities
 from llmroute.backends.client import Chunk, UpstreamStream
+from llmroute.backends.engines import capabilities
 from llmroute.backends.sse import DONE, encode_json
 from llmroute.dispatch.attempt import Attempt, Budget
 from llmroute.dispatch.deps import Deps

@@ -10,8 +10,7 @@ them with tools on a stream, so such a request runs without the trigger).
 
 from __future__ import annotations
 
-from llmroute.anchor.capability import capabilities_of
-from llmroute.backends.capabilities import capabilities
+from llmroute.backends.engines import capabilities, capabilities_of
 from llmroute.config import FuseConfig
 from llmroute.types import Backend, Endpoint
 

@@ -9,17 +9,25 @@ window, minimum-throughput and half-open-probe design of Resilience4j's ``Circui
 (count-based threshold replaced by a time window). ``hold`` keeps a backend open for an
 upstream ``Retry-After`` (RFC 9110 §10.2.3). Pure state over an injected clock
 (``now`` in seconds); dispatch records outcomes.
+
+Readers outside the fuse (the anchor's health filter and scorer, ``/debug/backends``, the
+metrics gauge) read ``views()``: an immutable ``{backend_id: BreakerView}`` the breaker
+replaces whenever a backend opens, is held, takes or frees a half-open probe slot, or
+closes, so a snapshot takes a reference, not a loop. A backend absent from it is closed;
+the views say when a cool-down or hold ends, so readers compare with their own ``now``.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import structlog
 
 from llmroute.config import BreakerConfig
-from llmroute.types import BreakerState, Outcome
+from llmroute.types import BreakerState, BreakerView, Outcome
 
 log = structlog.get_logger("llmroute.breaker")
 
@@ -40,44 +48,42 @@ class CircuitBreaker:
     def __init__(self, config: BreakerConfig):
         self._config = config
         self._entries: dict[str, _Entry] = {}
-        self._flagged: set[str] = set()
+        self._views: Mapping[str, BreakerView] = MappingProxyType({})
+
+    def views(self) -> Mapping[str, BreakerView]:
+        """``{backend_id: BreakerView}`` of every backend that has opened or been held since
+        it last closed (read-only; replaced, never changed, on each transition). Every other
+        backend is closed. May include backends whose hold or cool-down has since lapsed."""
+        return self._views
 
     @property
     def flagged(self) -> frozenset[str]:
-        """Backend ids whose breaker has opened or been held since it last closed: every
-        other backend is closed, so a caller may skip ``state`` for it (the health filter
-        does, at 100 backends). May include ids whose hold or cool-down has since lapsed."""
-        return frozenset(self._flagged)
+        """The backend ids in ``views``: every other backend is closed."""
+        return frozenset(self._views)
 
     def state(self, backend_id: str, now: float) -> BreakerState:
         """The breaker's state for ``backend_id`` at ``now``."""
-        entry = self._entries.get(backend_id)
-        if entry is not None and now < entry.held_until:
-            return BreakerState.OPEN
-        if entry is None or entry.opened_at is None:
-            return BreakerState.CLOSED
-        if now - entry.opened_at >= self._config.cooldown_s:
-            return BreakerState.HALF_OPEN
-        return BreakerState.OPEN
+        view = self._views.get(backend_id)
+        return BreakerState.CLOSED if view is None else view.state(now)
 
     def allow(self, backend_id: str, now: float) -> bool:
         """True when a request may be sent: closed, or half-open with a probe slot free."""
-        state = self.state(backend_id, now)
-        if state is BreakerState.HALF_OPEN:
-            return self._entry(backend_id).probes < self._config.half_open_probes
-        return state is BreakerState.CLOSED
+        view = self._views.get(backend_id)
+        return view is None or view.allows(now)
 
     def begin(self, backend_id: str, now: float) -> None:
         """A request is being sent to ``backend_id``; in half-open it takes a probe slot."""
         if self.state(backend_id, now) is BreakerState.HALF_OPEN:
             self._entry(backend_id).probes += 1
+            self._publish(backend_id)
 
     def release(self, backend_id: str) -> None:
         """A request ended without a verdict on the engine (client gone, handed off by the
         entropy trigger, the client's own 4xx): free its probe slot, count nothing."""
         entry = self._entries.get(backend_id)
-        if entry is not None:
-            entry.probes = max(entry.probes - 1, 0)
+        if entry is not None and entry.probes:
+            entry.probes -= 1
+            self._publish(backend_id)
 
     def record(self, backend_id: str, outcome: Outcome, now: float) -> None:
         """Count one attempt's outcome; may open, re-open or close the breaker."""
@@ -98,7 +104,7 @@ class CircuitBreaker:
         its failure rate; afterwards it returns to the state it had."""
         entry = self._entry(backend_id)
         entry.held_until = max(entry.held_until, now + seconds)
-        self._flagged.add(backend_id)
+        self._publish(backend_id)
 
     def failure_rate(self, backend_id: str, now: float) -> float:
         """Failed fraction (0–1) of the attempts in the window; 0 with none."""
@@ -127,13 +133,27 @@ class CircuitBreaker:
         entry.probe_successes += 1
         if entry.probe_successes >= self._config.half_open_probes:
             self._entries[backend_id] = _Entry(held_until=entry.held_until)
-            if entry.held_until <= now:
-                self._flagged.discard(backend_id)
+            self._publish(backend_id, keep=entry.held_until > now)
             log.info("breaker_closed", backend=backend_id)
+            return
+        self._publish(backend_id)
 
     def _open(self, backend_id: str, entry: _Entry, now: float) -> None:
         entry.opened_at, entry.probes, entry.probe_successes = now, 0, 0
-        self._flagged.add(backend_id)
         entry.window.clear()
         entry.failures = 0
+        self._publish(backend_id)
         log.warning("breaker_opened", backend=backend_id, cooldown_s=self._config.cooldown_s)
+
+    def _publish(self, backend_id: str, *, keep: bool = True) -> None:
+        """Replace ``views`` with ``backend_id``'s current view (``keep`` False: closed and
+        not held, so it leaves the views)."""
+        views = dict(self._views)
+        if keep:
+            entry = self._entries[backend_id]
+            views[backend_id] = BreakerView(
+                entry.opened_at, self._config.cooldown_s, entry.held_until,
+                entry.probes < self._config.half_open_probes)
+        else:
+            views.pop(backend_id, None)
+        self._views = MappingProxyType(views)

@@ -1,5 +1,5 @@
 """Prefix continuation: the request that lets another engine finish an answer from the text
-already streamed, in the form its engine kind supports (``backends/capabilities.py``).
+already streamed, in the form its engine kind supports (``backends/engines.py``).
 
 * ``continue_final_message`` (vLLM, SGLang): the conversation plus an assistant message
   holding the prefix, with ``continue_final_message: true, add_generation_prompt: false``.
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmroute.backends.capabilities import Capabilities, ContinuationForm
+from llmroute.backends.engines import Capabilities, ContinuationForm
 from llmroute.types import Endpoint
 
 CONTINUE_INSTRUCTION = ("Continue your previous message exactly where it stops, without "

@@ -2,7 +2,7 @@
 
 Pure (the caller passes ``now``, seconds). Across handoffs the client sees the first
 backend's chunk ``id`` throughout, no second ``role`` chunk, no echoed prefix (engines that
-repeat the assistant prefix have it cut off, see ``backends/capabilities.py``), and
+repeat the assistant prefix have it cut off, see ``backends/engines.py``), and
 logprobs only when it asked for them (trimmed to its own ``top_logprobs``). The stream's last
 chunk (the caller holds back each ``terminal`` chunk — a ``finish_reason``, or the usage
 chunk with no choices — until it knows which is last, then passes it through ``finish``)

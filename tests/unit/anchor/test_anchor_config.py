@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from llmroute.anchor.presets import build_profile
 from llmroute.anchor.registry import register_builtins
-from llmroute.anchor.wiring import anchor_deps
+from llmroute.anchor.wiring import anchor_shared
 from llmroute.config import parse_config
-from llmroute.fuse.breaker import CircuitBreaker
 from llmroute.errors import ConfigError
 from llmroute.assemble.runtime import make_backends
 
@@ -39,9 +39,9 @@ def test_full_anchor_section():
 def test_ttft_headroom_settings_reach_the_filter():
     cfg = parse_config("anchor: {ttft_headroom_factor: 5, ttft_headroom_ms: 250, "
                        "ttft_headroom_keep: 2}\n" + BASE, "t.yaml")
-    deps = anchor_deps(cfg, CircuitBreaker(cfg.breaker))
-    assert (deps.ttft_factor, deps.ttft_slack_ms, deps.ttft_keep) == (5.0, 250.0, 2)
-    headroom = register_builtins().filter("ttft-headroom", deps)
+    params = cfg.anchor.params("filter", "ttft-headroom")
+    assert (params.factor, params.slack_ms, params.keep) == (5.0, 250.0, 2)
+    headroom = register_builtins().filter("ttft-headroom", anchor_shared(cfg), params)
     assert (headroom._factor, headroom._slack_ms, headroom._keep) == (5.0, 250.0, 2)
 
 
@@ -61,3 +61,73 @@ def test_errors_name_file_line_and_field(yaml_text, where):
     with pytest.raises(ConfigError) as err:
         parse_config(yaml_text, "t.yaml")
     assert where in err.value.message
+
+
+PARAMS = """\
+anchor:
+  preset: seed-001
+  picker: softmax
+  scorers:
+    error-rate: 0.5
+    latency: {weight: 0.3}
+  filters:
+    context-fit: {params: {kv_threshold: 0.9}}
+    ttft-headroom:
+      params: {factor: 2, keep: 4}
+  pickers:
+    softmax: {params: {temperature: 0.25}}
+  ttft_headroom: true
+"""
+
+
+def test_each_plugin_gets_its_own_params():
+    cfg = parse_config(PARAMS + BASE, "t.yaml")
+    a = cfg.anchor
+    assert {n: e.weight for n, e in a.scorers.items()} == {"error-rate": 0.5, "latency": 0.3}
+    assert a.params("filter", "context-fit").kv_threshold == 0.9
+    assert a.params("filter", "context-fit").kv_min_fraction == 0.5  # its default
+    headroom = a.params("filter", "ttft-headroom")
+    assert (headroom.factor, headroom.slack_ms, headroom.keep) == (2.0, 1000.0, 4)
+    profile = build_profile(a, register_builtins(), anchor_shared(cfg))
+    by_type = {type(f).__name__: f for f in profile.filters}
+    assert by_type["ContextFitFilter"]._threshold == 0.9
+    assert (by_type["TtftHeadroomFilter"]._factor, by_type["TtftHeadroomFilter"]._keep) == (2, 4)
+    assert profile.picker._t == 0.25
+    assert dict((s.name, w) for s, w in profile.scorers)["latency"] == 0.3
+
+
+def test_flat_keys_are_another_spelling_of_the_params():
+    flat = parse_config("anchor: {softmax_temperature: 0.3, kv_pressure_threshold: 0.7}\n"
+                        + BASE, "t.yaml").anchor
+    nested = parse_config("anchor: {pickers: {softmax: {params: {temperature: 0.3}}}, "
+                          "filters: {context-fit: {params: {kv_threshold: 0.7}}}}\n"
+                          + BASE, "t.yaml").anchor
+    for kind, name in (("picker", "softmax"), ("filter", "context-fit")):
+        assert flat.params(kind, name) == nested.params(kind, name)
+
+
+@pytest.mark.parametrize("yaml_text,where", [
+    (PARAMS.replace("factor: 2", "facter: 2"),
+     "t.yaml:10: anchor.filters.ttft-headroom.params.facter"),
+    (PARAMS.replace("factor: 2", "factor: 0.5"),
+     "t.yaml:10: anchor.filters.ttft-headroom.params.factor"),
+    (PARAMS.replace("{weight: 0.3}", "{weight: 0.3, params: {window: 5}}"),
+     "t.yaml:6: anchor.scorers.latency.params.window"),
+    (PARAMS.replace("pickers:", "pickers:\n    argmax: {params: {ties: first}}"),
+     "t.yaml:12: anchor.pickers.argmax.params.ties"),
+    (PARAMS.replace("{weight: 0.3}", "{params: {}}"), "t.yaml:6: anchor.scorers.latency.weight"),
+    ("anchor: {softmax_temperature: 0.3, pickers: {softmax: {params: {temperature: 0.2}}}}\n",
+     "t.yaml:1: anchor: Value error, softmax_temperature and pickers.softmax.params.temperature"),
+], ids=["unknown-param", "param-out-of-range", "scorer-without-params", "picker-without-params",
+        "scorer-without-weight", "both-spellings"])
+def test_plugin_param_errors_name_file_line_and_field(yaml_text, where):
+    with pytest.raises(ConfigError) as err:
+        parse_config(yaml_text + BASE, "t.yaml")
+    assert where in err.value.message
+
+
+@pytest.mark.parametrize("section", ["filters", "pickers"])
+def test_an_unknown_plugin_type_is_a_config_error_naming_it(section):
+    cfg = parse_config(f"anchor: {{{section}: {{vibes: {{}}}}}}\n" + BASE, "t.yaml")
+    with pytest.raises(ConfigError, match=f"unknown {section[:-1]} 'vibes'"):
+        build_profile(cfg.anchor, register_builtins(), anchor_shared(cfg))

@@ -7,11 +7,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from fakes.anchor_ctx import backends, context, request, signals
 
-from llmroute.anchor.capability import capabilities_of, required
-from llmroute.anchor.filters.capability import CapabilityFilter
+from llmroute.anchor.filters.capability import CapabilityFilter, required
 from llmroute.anchor.filters.context_fit import ContextFitFilter, usable_context
 from llmroute.anchor.filters.health import HealthFilter
 from llmroute.anchor.filters.pool import PoolFilter
+from llmroute.backends.engines import capabilities_of
 from llmroute.config import BreakerConfig
 from llmroute.fuse.breaker import CircuitBreaker
 from llmroute.types import Backend, Outcome
@@ -87,8 +87,9 @@ def test_health_filter_asks_the_breaker_only_about_flagged_backends():
     cands = backends("a", "b", "c")
     br = CircuitBreaker(BreakerConfig(window_s=10, min_requests=1, failure_rate=0.5,
                                       cooldown_s=5))
-    f = HealthFilter(br)
-    assert ids(f.filter(context(), cands)) == ["a", "b", "c"]
+    f = HealthFilter()
+    assert ids(f.filter(context(breakers=br.views()), cands)) == ["a", "b", "c"]
     br.record("b", Outcome.FAILURE, 0.0)
-    assert ids(f.filter(context(now=1.0), cands)) == ["a", "c"]
-    assert ids(f.filter(context(now=6.0), cands)) == ["a", "b", "c"]  # half-open: a probe
+    assert ids(f.filter(context(now=1.0, breakers=br.views()), cands)) == ["a", "c"]
+    # half-open: a probe
+    assert ids(f.filter(context(now=6.0, breakers=br.views()), cands)) == ["a", "b", "c"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from llmroute.anchor.presets import FILTERS, HEADROOM, build_profile, presets, resolve
-from llmroute.anchor.registry import Deps, register_builtins
+from llmroute.anchor.registry import Shared, register_builtins
 from llmroute.config import AnchorConfig
 from llmroute.errors import ConfigError
 
@@ -20,13 +20,13 @@ def test_builtins_are_registered_by_kebab_case_name():
     assert set(reg.pickers) == {"argmax", "p2c", "softmax", "round-robin"}
     assert set(reg.filters) == {*FILTERS, HEADROOM}
     for name in SCORERS:
-        assert reg.scorer(name, Deps()).name == name
+        assert reg.scorer(name, Shared()).name == name
 
 
 def test_registry_names_unknown_plugins():
     reg = register_builtins()
     with pytest.raises(ConfigError, match="unknown scorer 'vibes'.*queue-depth"):
-        reg.scorer("vibes", Deps())
+        reg.scorer("vibes", Shared())
 
 
 @pytest.mark.parametrize("name,weights,picker", [
@@ -55,12 +55,12 @@ def test_config_weights_merge_over_the_preset_and_zero_removes():
 
 def test_unknown_scorer_in_config_is_a_config_error():
     with pytest.raises(ConfigError, match="unknown scorer"):
-        build_profile(AnchorConfig(scorers={"nope": 1.0}), register_builtins(), Deps())
+        build_profile(AnchorConfig(scorers={"nope": 1.0}), register_builtins(), Shared())
 
 
 @pytest.mark.parametrize("name", list(presets()), ids=list(presets()))
 def test_every_preset_builds(name):
-    profile = build_profile(AnchorConfig(preset=name), register_builtins(), Deps())
+    profile = build_profile(AnchorConfig(preset=name), register_builtins(), Shared())
     headroom = name == "default"  # only the tuned preset drops slow-to-answer backends
     assert len(profile.filters) == len(FILTERS) + headroom
     assert (type(profile.filters[-1]).__name__ == "TtftHeadroomFilter") is headroom
@@ -71,6 +71,6 @@ def test_every_preset_builds(name):
     ("least-in-flight", None, False)])
 def test_ttft_headroom_follows_the_preset_unless_config_says(preset, switch, expected):
     profile = build_profile(AnchorConfig(preset=preset, ttft_headroom=switch),
-                            register_builtins(), Deps())
+                            register_builtins(), Shared())
     names = [type(f).__name__ for f in profile.filters]
     assert ("TtftHeadroomFilter" in names) is expected

@@ -12,7 +12,7 @@ from llmroute.anchor.filters.context_fit import ContextFitFilter
 from llmroute.anchor.pickers.argmax import ArgmaxPicker
 from llmroute.anchor.presets import build_profile
 from llmroute.anchor.profile import Profile, contribution
-from llmroute.anchor.registry import Deps, register_builtins
+from llmroute.anchor.registry import Shared, register_builtins
 from llmroute.anchor.scorers.inflight import InFlightScorer
 from llmroute.anchor.scorers.queue_depth import QueueDepthScorer
 from llmroute.config import AnchorConfig
@@ -78,7 +78,7 @@ def test_contribution(weight, score, expected):
 
 
 def _profile(preset: str) -> Profile:
-    return build_profile(AnchorConfig(preset=preset), register_builtins(), Deps())
+    return build_profile(AnchorConfig(preset=preset), register_builtins(), Shared())
 
 
 def test_seed_000_is_the_seed_formula_exactly():

@@ -13,13 +13,15 @@ from hypothesis import strategies as st
 
 from llmroute.anchor.pickers.argmax import ArgmaxPicker
 from llmroute.anchor.profile import Profile, contribution
+from llmroute.anchor.scorers import base
 from llmroute.anchor.scorers.base import ColumnScorer, memo_column
 
 IDS = ("a", "b", "c", "d")
 
 
-class MapScorer:
-    """A scorer with only ``score`` (the contract's minimum): a fixed map."""
+class MapScorer(base.MapScorer):
+    """A scorer that computes only ``score`` (its column laid out by the base): a fixed
+    map."""
 
     def __init__(self, name: str, values: dict[str, float]):
         self.name, self._values = name, values

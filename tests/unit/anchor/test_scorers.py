@@ -112,9 +112,10 @@ def test_router_side_scorers(scorer, stats, expected):
 def test_health_scorer_follows_the_breaker():
     breaker = CircuitBreaker(BreakerConfig(min_requests=1, failure_rate=0.5, cooldown_s=5))
     breaker.record("a", Outcome.FAILURE, 0.0)
-    scorer = HealthScorer(breaker)
-    assert scorer.score(context(now=1.0), AB) == {"a": 0.0, "b": 1.0}
-    assert scorer.score(context(now=10.0), AB) == {"a": 0.5, "b": 1.0}
+    scorer = HealthScorer()
+    views = breaker.views()
+    assert scorer.score(context(now=1.0, breakers=views), AB) == {"a": 0.0, "b": 1.0}
+    assert scorer.score(context(now=10.0, breakers=views), AB) == {"a": 0.5, "b": 1.0}
 
 
 def test_prefix_affinity_prefers_the_backend_that_served_the_prefix():

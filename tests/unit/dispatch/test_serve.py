@@ -36,8 +36,8 @@ async def deps_over(backends: list[Backend]) -> AsyncIterator[dispatch.Deps]:
     events = FuseEventStore()
     async with aiohttp.ClientSession() as session:
         yield dispatch.Deps(BackendClient(session, TimeoutConfig()), breaker,
-                            RouterStats.for_backends(ids), PrefixIndex(),
-                            Metrics(breaker, ids, clock), events,
+                            RouterStats.for_backends(ids, breakers=breaker.views), PrefixIndex(),
+                            Metrics(breaker.views, ids, clock), events,
                             RetryConfig(backoff_base_s=0.0, backoff_max_s=0.0), FuseConfig(),
                             {"general": tuple(ids)}, clock, lambda: 1_700_000_000.0,
                             random.Random(0))

@@ -136,3 +136,44 @@ def test_every_backend_outside_flagged_is_closed(events):
         for other in "abc":
             if other not in b.flagged:
                 assert b.state(other, t) is CLOSED
+
+
+def test_views_are_replaced_on_transitions_only():
+    b = breaker(min_requests=1)
+    before = b.views()
+    b.record("x", S, 0)  # closed and stays closed: nothing to publish
+    assert b.views() is before and dict(before) == {}
+    b.record("x", F, 1)
+    opened = b.views()
+    assert opened is not before and dict(before) == {}  # the old view is left as it was
+    assert opened["x"].state(5.9) is OPEN and opened["x"].state(6) is HALF
+    b.begin("x", 6)
+    assert b.views() is not opened and not b.views()["x"].allows(6)  # the probe slot taken
+    assert opened["x"].allows(6)
+    b.record("x", S, 6.5)
+    assert dict(b.views()) == {}
+
+
+@given(st.lists(st.tuples(st.sampled_from("ab"), st.sampled_from([F, S]),
+                          st.sampled_from(["record", "hold", "probe", "release"]),
+                          st.floats(0, 3)), max_size=40))
+def test_a_view_taken_now_answers_as_the_breaker_does_until_the_next_call(events):
+    b = breaker(min_requests=2, half_open_probes=2)
+    t = 0.0
+    for bid, outcome, kind, step in events:
+        t += step
+        if kind == "hold":
+            b.hold(bid, 3, t)
+        elif kind == "probe":
+            b.begin(bid, t)
+        elif kind == "release":
+            b.release(bid)
+        else:
+            b.record(bid, outcome, t)
+        views = b.views()
+        for other in "ab":
+            view = views.get(other)
+            for later in (t, t + 2.5, t + 6):
+                state = CLOSED if view is None else view.state(later)
+                assert state is b.state(other, later)
+                assert (view is None or view.allows(later)) is b.allow(other, later)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmroute.backends.capabilities import capabilities
+from llmroute.backends.engines import capabilities
 from llmroute.fuse.handoff import CONTINUE_INSTRUCTION, can_continue, continuation_body
 from llmroute.fuse.seam import Seam
 

@@ -5,26 +5,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llmroute.anchor.protocol import AnchorContext
-from llmroute.fuse.breaker import CircuitBreaker
-from llmroute.types import Backend, BreakerState
+from llmroute.types import Backend
 
 
 class HealthFilter:
-    """Keeps backends the breaker allows at ``ctx.now``. If the breaker would drop every
-    candidate, keeps them all (ordered as given) so the request still gets an attempt."""
-
-    def __init__(self, breaker: CircuitBreaker):
-        self._breaker = breaker
+    """Keeps backends whose breaker view (``ctx.snapshot.breakers``) allows a request at
+    ``ctx.now``. If that would drop every candidate, keeps them all (ordered as given) so
+    the request still gets an attempt."""
 
     def filter(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[Backend]:
-        """A subset of ``candidates``, order kept. Only backends the breaker has flagged
-        (opened or held since last closed) are asked ``state``/``allow``; the rest are
-        closed — the common case costs one set lookup per backend."""
-        flagged = self._breaker.flagged
-        if not flagged:
+        """A subset of ``candidates``, order kept. Only backends with a view (opened or held
+        since they last closed) are asked; the rest are closed — with no view at all (the
+        common case) the list is returned as is."""
+        views = ctx.snapshot.breakers
+        if not views:
             return list(candidates)
-        state, allow, now = self._breaker.state, self._breaker.allow, ctx.now
-        closed = BreakerState.CLOSED
-        allowed = [b for b in candidates if b.id not in flagged
-                   or state(b.id, now) is closed or allow(b.id, now)]
+        get, now = views.get, ctx.now
+        allowed = [b for b in candidates if (v := get(b.id)) is None or v.allows(now)]
         return allowed or list(candidates)

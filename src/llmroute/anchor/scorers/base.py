@@ -5,7 +5,8 @@ column of values (aligned with the candidates, NaN where a signal is missing) in
 Scorers compute a *column* — one list pass over the candidates, no per-backend calls — and
 derive ``score`` from it with ``ColumnScorer``; the profile reads the column directly
 (``anchor/profile.py``), which is what keeps a decision over 100 backends well under a
-millisecond (``bench/decide.py``).
+millisecond (``bench/decide.py``). A scorer whose values come per backend (a map) derives
+its column with ``MapScorer`` instead.
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from llmroute.anchor.protocol import AnchorContext
-from llmroute.anchor.sources.signals import EngineSignals
-from llmroute.types import Backend, BackendStats
+from llmroute.types import Backend, BackendStats, EngineSignals
 
 T = TypeVar("T")
 
@@ -105,3 +105,22 @@ class ColumnScorer:
     def score(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> dict[str, float]:
         """``column`` as ``{backend_id: score}``, missing signals left out."""
         return as_map(candidates, self.column(ctx, candidates))
+
+
+class MapScorer:
+    """Base for scorers that compute ``score`` (a map); ``column`` lays it out in the
+    candidates' order, NaN where a backend is left out."""
+
+    name = "map"
+    bounded = False
+    """As ``ColumnScorer.bounded``."""
+
+    def score(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> dict[str, float]:
+        """``{backend_id: score}``, missing signals left out."""
+        raise NotImplementedError
+
+    def column(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
+        """``score`` aligned with ``candidates``; NaN where the signal is missing."""
+        part = self.score(ctx, candidates)
+        get = part.get
+        return [get(b.id, NAN) for b in candidates]

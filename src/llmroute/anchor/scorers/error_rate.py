@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llmroute.anchor.protocol import AnchorContext
-from llmroute.anchor.scorers.base import present, stats
+from llmroute.anchor.scorers.base import MapScorer, present, stats
 from llmroute.types import Backend
 
 
-class ErrorRateScorer:
+class ErrorRateScorer(MapScorer):
     """``1 - window_error_rate`` (failed fraction of the requests that ended in the router's
     sliding window). Missing while the window is empty."""
 

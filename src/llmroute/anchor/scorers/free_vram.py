@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llmroute.anchor.protocol import AnchorContext
-from llmroute.anchor.scorers.base import engine, present
+from llmroute.anchor.scorers.base import MapScorer, engine, present
 from llmroute.types import Backend
 
 
-class FreeVramScorer:
+class FreeVramScorer(MapScorer):
     """``free / (free + used)`` framebuffer bytes (NVML or DCGM), a fraction 0–1. Missing
     when the backend has no GPU source or its reading is stale."""
 

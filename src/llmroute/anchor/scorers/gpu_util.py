@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llmroute.anchor.protocol import AnchorContext
-from llmroute.anchor.scorers.base import engine, present
+from llmroute.anchor.scorers.base import MapScorer, engine, present
 from llmroute.types import Backend
 
 
-class GpuUtilScorer:
+class GpuUtilScorer(MapScorer):
     """``1 - gpu_util`` (NVML/DCGM utilisation, fraction 0–1 of time a kernel ran): the idle
     share. Missing without a fresh GPU reading."""
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from llmroute.anchor.protocol import AnchorContext
-from llmroute.anchor.scorers.base import present
+from llmroute.anchor.scorers.base import MapScorer, present
 from llmroute.types import Backend, Intent
 
 
@@ -38,7 +38,7 @@ def fit(pool: PoolFit, intent: Intent) -> float | None:
     return match * headroom
 
 
-class IntentFitScorer:
+class IntentFitScorer(MapScorer):
     """``fit`` of each backend's pool (``pools``: name → PoolFit) for ``ctx.intent``."""
 
     name = "intent-fit"

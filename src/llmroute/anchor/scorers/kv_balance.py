@@ -25,8 +25,7 @@ from collections.abc import Sequence
 from llmroute.anchor.protocol import AnchorContext
 from llmroute.anchor.scorers.base import ColumnScorer, engine_rows
 from llmroute.anchor.scorers.kv_cache import KvCacheScorer
-from llmroute.anchor.sources.signals import EngineSignals
-from llmroute.types import Backend, ChatRequest
+from llmroute.types import Backend, ChatRequest, EngineSignals
 
 BAND = 0.10
 """Usage (fraction 0–1) above or below the mean at which the score reaches 0 or 1."""

@@ -6,8 +6,7 @@ from collections.abc import Sequence
 
 from llmroute.anchor.protocol import AnchorContext
 from llmroute.anchor.scorers.base import NAN, ColumnScorer, engine_rows, memo_column
-from llmroute.anchor.sources.signals import EngineSignals
-from llmroute.types import Backend
+from llmroute.types import Backend, EngineSignals
 
 
 def kv_free(e: EngineSignals | None) -> float | None:

@@ -6,10 +6,11 @@ from collections.abc import Sequence
 
 from llmroute.anchor.affinity import PrefixIndex
 from llmroute.anchor.protocol import AnchorContext
+from llmroute.anchor.scorers.base import MapScorer
 from llmroute.types import Backend
 
 
-class PrefixAffinityScorer:
+class PrefixAffinityScorer(MapScorer):
     """Matched leading blocks / prompt blocks (0–1) per backend, from the ``PrefixIndex``
     (see ``anchor/affinity.py``); 0.0 for a backend that served none of them. Missing for
     every backend when the prompt is shorter than one block."""

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llmroute.anchor.protocol import AnchorContext
-from llmroute.anchor.scorers.base import present, stats
+from llmroute.anchor.scorers.base import MapScorer, present, stats
 from llmroute.types import Backend
 
 
-class ThroughputScorer:
+class ThroughputScorer(MapScorer):
     """``own / best`` output tokens per second of generation time (router's window, tokens
     summed over generation seconds) among the candidates: the fastest scores 1.0. Missing
     for a backend without a measured rate."""

@@ -13,7 +13,8 @@ Unparseable text → everything missing; nothing raises.
 from __future__ import annotations
 
 from llmroute.anchor.sources import prom
-from llmroute.anchor.sources.signals import EngineSignals, build, unreadable
+from llmroute.anchor.sources.signals import build, unreadable
+from llmroute.types import EngineSignals
 
 SOURCE = "dcgm"
 EXPECTED = ("gpu_mem_used_bytes", "gpu_mem_free_bytes", "gpu_util")

@@ -3,20 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
 
+from llmroute.anchor.protocol import MetricsSource
 from llmroute.anchor.sources.dcgm import EXPECTED as GPU_EXPECTED
 from llmroute.anchor.sources.dcgm import SOURCE as DCGM
-from llmroute.anchor.sources.signals import EngineSignals, merge, unreadable
+from llmroute.anchor.sources.signals import merge, unreadable
 from llmroute.errors import SignalSourceError
-from llmroute.types import Backend
-
-
-class Source(Protocol):
-    """``MetricsSource`` (DESIGN.md §4): the signals of ``backend`` taken at ``now`` (s).
-    Raises SignalSourceError when the endpoint cannot be read; never anything else."""
-
-    async def poll(self, backend: Backend, now: float) -> EngineSignals: ...
+from llmroute.types import Backend, EngineSignals
 
 
 @dataclass(frozen=True)
@@ -24,8 +17,8 @@ class WithGpu:
     """``engine``'s signals merged with ``gpu``'s. The engine decides up/down (its error
     propagates); an unreadable GPU leaves only the GPU signals missing."""
 
-    engine: Source
-    gpu: Source
+    engine: MetricsSource
+    gpu: MetricsSource
 
     async def poll(self, backend: Backend, now: float) -> EngineSignals:
         """Both polls, merged (``signals.merge``: engine values first)."""

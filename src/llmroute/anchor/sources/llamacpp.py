@@ -20,7 +20,8 @@ from __future__ import annotations
 import json
 
 from llmroute.anchor.sources import prom
-from llmroute.anchor.sources.signals import EngineSignals, build, merge, unreadable
+from llmroute.anchor.sources.signals import build, merge, unreadable
+from llmroute.types import EngineSignals
 
 __all__ = ["parse_llamacpp_metrics", "parse_llamacpp_slots", "merge"]
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from llmroute.anchor.sources.signals import EngineSignals, build, unreadable
-from llmroute.types import Backend
+from llmroute.anchor.sources.signals import build, unreadable
+from llmroute.types import Backend, EngineSignals
 
 SOURCE = "nvml"
 EXPECTED = ("gpu_mem_used_bytes", "gpu_mem_free_bytes", "gpu_util")

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import json
 
-from llmroute.anchor.sources.signals import EngineSignals, build, unreadable
+from llmroute.anchor.sources.signals import build, unreadable
+from llmroute.types import EngineSignals
 
 SOURCE = "ollama"
 EXPECTED = ("loaded_models",)

@@ -17,7 +17,8 @@ token-usage fraction is averaged. Unparseable text → everything missing; nothi
 from __future__ import annotations
 
 from llmroute.anchor.sources import prom
-from llmroute.anchor.sources.signals import EngineSignals, build, unreadable
+from llmroute.anchor.sources.signals import build, unreadable
+from llmroute.types import EngineSignals
 
 SOURCE = "sglang"
 EXPECTED = ("running", "waiting", "kv_cache_usage", "ttft_p50_ms", "ttft_p95_ms",

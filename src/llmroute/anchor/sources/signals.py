@@ -1,20 +1,16 @@
-"""One engine's load signals at one instant, as parsed from one poll (or two merged polls).
+"""Building one engine's ``EngineSignals`` (``types.py``: fields, units, conventions) from one
+poll, or two merged polls.
 
-Every signal is optional: ``None`` means the engine did not expose it, exposed a value that
-cannot be trusted (NaN, ±Inf, negative, a fraction outside [0, 1], a malformed histogram), or
-the whole response could not be parsed. ``missing`` names every signal the source expected
-and does not have, so ``name in missing`` ⇔ ``getattr(signals, name) is None`` for each
-expected name. Parsers never raise into request handling; an unreadable poll is simply a
-snapshot with everything missing.
-
-Units are in the field names: ``*_ms`` milliseconds, ``*_bytes`` bytes, ``*_tps`` tokens per
-second; fractions (``kv_cache_usage``, ``gpu_util``) are 0–1; ``taken_at`` is the caller's
-clock reading in seconds.
+``missing`` names every signal the source expected and does not have, so ``name in missing``
+⇔ ``getattr(signals, name) is None`` for each expected name. Parsers never raise into request
+handling; an unreadable poll is simply a snapshot with everything missing.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
+
+from llmroute.types import EngineSignals
 
 SIGNALS: tuple[str, ...] = (
     "running", "waiting", "kv_cache_usage", "kv_capacity_tokens",
@@ -28,43 +24,6 @@ SIGNALS: tuple[str, ...] = (
 
 FRACTIONS: tuple[str, ...] = ("kv_cache_usage", "gpu_util")
 """The signals that are fractions in [0, 1]."""
-
-
-@dataclass(frozen=True, slots=True)
-class EngineSignals:
-    """Immutable load snapshot of one engine (see the module docstring for conventions).
-
-    - ``running``: requests being decoded now; ``waiting``: requests queued.
-    - ``kv_cache_usage``: fraction 0–1 of the KV cache in use; ``kv_capacity_tokens``: the
-      cache's size in tokens (per engine).
-    - ``ttft_p50_ms``/``ttft_p95_ms``/``tpot_p50_ms``: quantiles of time to first token and
-      time per output token, estimated from cumulative histograms (``prom.quantile``).
-    - ``prompt_tokens_total``/``generation_tokens_total``: counters since engine start.
-    - ``gen_throughput_tps``: generation throughput as the engine reports it (SGLang).
-    - ``idle_slots``/``total_slots``: llama.cpp server slots.
-    - ``gpu_mem_used_bytes``/``gpu_mem_free_bytes``/``gpu_util`` (fraction 0–1): DCGM.
-    - ``loaded_models``: Ollama ``(name, size_vram_bytes)`` pairs.
-    """
-
-    taken_at: float
-    source: str
-    running: int | None = None
-    waiting: int | None = None
-    kv_cache_usage: float | None = None
-    kv_capacity_tokens: int | None = None
-    ttft_p50_ms: float | None = None
-    ttft_p95_ms: float | None = None
-    tpot_p50_ms: float | None = None
-    prompt_tokens_total: int | None = None
-    generation_tokens_total: int | None = None
-    gen_throughput_tps: float | None = None
-    idle_slots: int | None = None
-    total_slots: int | None = None
-    gpu_mem_used_bytes: int | None = None
-    gpu_mem_free_bytes: int | None = None
-    gpu_util: float | None = None
-    loaded_models: tuple[tuple[str, int], ...] | None = None
-    missing: tuple[str, ...] = ()
 
 
 def build(source: str, taken_at: float, expected: tuple[str, ...],

@@ -23,7 +23,8 @@ with everything missing (see ``signals``); nothing raises.
 from __future__ import annotations
 
 from llmroute.anchor.sources import prom
-from llmroute.anchor.sources.signals import EngineSignals, build, unreadable
+from llmroute.anchor.sources.signals import build, unreadable
+from llmroute.types import EngineSignals
 
 SOURCE = "vllm"
 EXPECTED = ("running", "waiting", "kv_cache_usage", "kv_capacity_tokens", "ttft_p50_ms",

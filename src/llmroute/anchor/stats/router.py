@@ -24,9 +24,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 
 from llmroute.anchor.stats.prefill import PrefillFit
-from llmroute.anchor.sources.signals import EngineSignals
 from llmroute.anchor.stats.window import Sample, Window, nearest_rank_sorted
-from llmroute.types import BackendStats, MetricsSnapshot
+from llmroute.types import BackendStats, BreakerViews, EngineSignals, MetricsSnapshot
 
 EWMA_ALPHA = 0.2
 """Weight of the newest sample in every EWMA (≈ the last 10 samples dominate)."""
@@ -104,18 +103,20 @@ def _baseline(old: float | None, ordered: list[float]) -> float | None:
 class RouterStats:
     """Mutable per-backend counters owned by one router process (single event loop).
 
-    ``engines`` (optional) reads the fresh engine signals that ``snapshot`` attaches."""
+    ``engines`` and ``breakers`` (optional) read the fresh engine signals and the breaker
+    views that ``snapshot`` attaches."""
 
     _stats: dict[str, BackendStats]
     engines: EngineReader | None = None
     _windows: dict[str, Window] = field(default_factory=dict)
     _prefill: dict[str, PrefillFit] = field(default_factory=dict)
+    breakers: BreakerViews | None = None
 
     @classmethod
-    def for_backends(cls, backend_ids: list[str],
-                     engines: EngineReader | None = None) -> RouterStats:
+    def for_backends(cls, backend_ids: list[str], engines: EngineReader | None = None,
+                     breakers: BreakerViews | None = None) -> RouterStats:
         """Empty stats for each backend id."""
-        return cls({b: BackendStats(b) for b in backend_ids}, engines)
+        return cls({b: BackendStats(b) for b in backend_ids}, engines, breakers=breakers)
 
     def sent(self, backend_id: str, tokens: int, now: float) -> PrefillTicket | None:
         """A request with ``tokens`` prompt tokens was sent to ``backend_id``: one more in
@@ -182,9 +183,11 @@ class RouterStats:
         return window
 
     def snapshot(self, now: float) -> MetricsSnapshot:
-        """An immutable copy of every backend's stats (and fresh engine signals) at ``now``."""
+        """An immutable copy of every backend's stats (and fresh engine signals) at ``now``,
+        with the breaker views as they are (already immutable: a reference)."""
         engines = dict(self.engines(now)) if self.engines is not None else {}
-        return MetricsSnapshot(dict(self._stats), taken_at=now, engines=engines)
+        breakers = self.breakers() if self.breakers is not None else {}
+        return MetricsSnapshot(dict(self._stats), now, engines, breakers)
 
 
 def _sample(now: float, ok: bool, latency_ms: float | None, ttft_ms: float | None,

@@ -13,8 +13,9 @@ from llmroute.anchor.sources.dcgm import parse_dcgm
 from llmroute.anchor.sources.llamacpp import parse_llamacpp_metrics, parse_llamacpp_slots
 from llmroute.anchor.sources.ollama import parse_ollama_ps
 from llmroute.anchor.sources.sglang import parse_sglang_metrics
-from llmroute.anchor.sources.signals import FRACTIONS, SIGNALS, EngineSignals, signal_names
+from llmroute.anchor.sources.signals import FRACTIONS, SIGNALS, signal_names
 from llmroute.anchor.sources.vllm import parse_vllm_metrics
+from llmroute.types import EngineSignals
 
 TEXT_PARSERS = {"vllm": parse_vllm_metrics, "sglang": parse_sglang_metrics,
                 "llamacpp": parse_llamacpp_metrics, "dcgm": parse_dcgm}

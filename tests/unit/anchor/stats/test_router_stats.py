@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmroute.anchor.stats.router import WINDOW_S, RouterStats, nearest_rank
+from llmroute.types import BreakerView
 
 
 @pytest.mark.parametrize("values,q,expected", [
@@ -62,6 +63,13 @@ def test_window_forgets_old_samples_but_baseline_stays():
 def test_snapshot_attaches_fresh_engine_signals():
     s = RouterStats.for_backends(["a"], engines=lambda now: {"a": f"signals@{now}"})
     assert s.snapshot(3.0).engines == {"a": "signals@3.0"}
+
+
+def test_snapshot_takes_the_breaker_views_as_they_are():
+    views = {"a": BreakerView(opened_at=1.0, cooldown_s=5.0)}
+    s = RouterStats.for_backends(["a"], breakers=lambda: views)
+    assert s.snapshot(3.0).breakers is views
+    assert RouterStats.for_backends(["a"]).snapshot(3.0).breakers == {}
 
 
 @given(st.lists(st.tuples(st.booleans(), st.floats(0, 1e5), st.floats(0, 1e5),
