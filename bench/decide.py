@@ -42,7 +42,7 @@ import time
 from dataclasses import replace
 
 from llmroute.anchor.affinity import PrefixIndex
-from llmroute.anchor.presets import build_profile
+from llmroute.assemble.anchor import build_profile
 from llmroute.anchor.profile import Profile
 from llmroute.anchor.protocol import AnchorContext
 from llmroute.anchor.registry import Shared, register_builtins

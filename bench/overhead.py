@@ -229,7 +229,7 @@ def gate_p50_ms(gap_ms: float) -> float:
 
     from llmroute.api.wire import parse_chat
     from llmroute.config import parse_config
-    from llmroute.gate.factory import make_gate
+    from llmroute.assemble.gate import make_gate
     from loadgen import new_nonce, prompt
 
     config = parse_config(_llmroute_config(cache_dir(), "http://127.0.0.1:9", True).read_text(),

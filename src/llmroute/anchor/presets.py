@@ -38,8 +38,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from llmroute.anchor.profile import Profile
-from llmroute.anchor.registry import Registry, Shared
 from llmroute.config_anchor import AnchorConfig
 from llmroute.errors import ConfigError
 
@@ -92,17 +90,3 @@ def resolve(cfg: AnchorConfig) -> Preset:
 def _merge(weights: dict[str, float], override: Mapping[str, float]) -> dict[str, float]:
     merged = {**weights, **override}
     return {name: w for name, w in merged.items() if w != 0}
-
-
-def build_profile(cfg: AnchorConfig, registry: Registry, shared: Shared) -> Profile:
-    """The Profile for ``cfg``, each plugin built with its own params (``cfg.params``) and
-    ``shared``; raises ConfigError naming an unknown filter, scorer or picker type."""
-    preset = resolve(cfg)
-    for kind in ("filter", "scorer", "picker"):
-        registry.check(kind, cfg.entries(kind))
-    return Profile(
-        filters=tuple(registry.filter(name, shared, cfg.params("filter", name))
-                      for name in preset.filters()),
-        scorers=tuple((registry.scorer(name, shared, cfg.params("scorer", name)), w)
-                      for name, w in preset.weights),
-        picker=registry.picker(preset.picker, shared, cfg.params("picker", preset.picker)))

@@ -18,16 +18,15 @@ import aiohttp
 import structlog
 
 from llmroute.anchor.affinity import PrefixIndex
-from llmroute.anchor.presets import build_profile
 from llmroute.anchor.registry import register_builtins
 from llmroute.anchor.stats.router import RouterStats
 from llmroute.anchor.store import SignalStore
-from llmroute.anchor.wiring import anchor_shared, make_collector
+from llmroute.assemble.anchor import anchor_shared, build_profile, make_collector
+from llmroute.assemble.gate import make_gate
 from llmroute.backends.client import BackendClient
 from llmroute.config import BackendConfig, Config
 from llmroute.dispatch import Deps
 from llmroute.fuse.breaker import CircuitBreaker
-from llmroute.gate.factory import make_gate
 from llmroute.local.engines import EngineFleet, EngineSpec
 from llmroute.observe.fuse_events import FuseEventStore
 from llmroute.observe.metrics import Metrics

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from llmroute.anchor.presets import build_profile
+from llmroute.assemble.anchor import build_profile
 from llmroute.anchor.registry import register_builtins
-from llmroute.anchor.wiring import anchor_shared
+from llmroute.assemble.anchor import anchor_shared
 from llmroute.config import parse_config
 from llmroute.errors import ConfigError
 from llmroute.assemble.runtime import make_backends

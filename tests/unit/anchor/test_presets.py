@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from llmroute.anchor.presets import FILTERS, HEADROOM, build_profile, presets, resolve
+from llmroute.anchor.presets import FILTERS, HEADROOM, presets, resolve
+from llmroute.assemble.anchor import build_profile
 from llmroute.anchor.registry import Shared, register_builtins
 from llmroute.config import AnchorConfig
 from llmroute.errors import ConfigError

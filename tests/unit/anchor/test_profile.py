@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from llmroute.anchor.filters.context_fit import ContextFitFilter
 from llmroute.anchor.pickers.argmax import ArgmaxPicker
-from llmroute.anchor.presets import build_profile
+from llmroute.assemble.anchor import build_profile
 from llmroute.anchor.profile import Profile, contribution
 from llmroute.anchor.registry import Shared, register_builtins
 from llmroute.anchor.scorers.inflight import InFlightScorer

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fakes.router import make_config, open_router
 from fakes.upstream import serve_upstream
 
-from llmroute.gate.factory import make_gate
+from llmroute.assemble.gate import make_gate
 from llmroute.gate.off import NoGate
 
 

@@ -1,7 +1,8 @@
-"""Building the anchor from config: the runtime objects its plugins share and the signal
-collector.
+"""Building the anchor from config: the profile (filters, scorers, picker, each with its own
+params), the runtime objects its plugins share and the signal collector.
 
-Called by ``runtime.py``; no I/O here except what the returned collector does once started.
+Called by ``assemble/runtime.py``; no I/O here except what the returned collector does once
+started.
 """
 
 from __future__ import annotations
@@ -13,13 +14,16 @@ import aiohttp
 
 from llmroute.anchor.collector import Collector
 from llmroute.anchor.protocol import MetricsSource
-from llmroute.anchor.registry import Shared
+from llmroute.anchor.presets import resolve
+from llmroute.anchor.profile import Profile
+from llmroute.anchor.registry import Registry, Shared
 from llmroute.anchor.scorers.intent_fit import PoolFit
 from llmroute.anchor.sources.gpu import WithGpu
 from llmroute.anchor.sources.http import DcgmSource, source_for
 from llmroute.anchor.sources.nvml import NvmlSource
 from llmroute.anchor.store import SignalStore
 from llmroute.config import BackendConfig, Config
+from llmroute.config_anchor import AnchorConfig
 from llmroute.types import Backend
 
 
@@ -69,3 +73,17 @@ def make_collector(config: Config, backends: dict[str, Backend], store: SignalSt
     a = config.anchor
     return Collector(signal_sources(config, backends, session), store, clock,
                      period_s=a.poll_interval_s, timeout_s=a.poll_timeout_s)
+
+
+def build_profile(cfg: AnchorConfig, registry: Registry, shared: Shared) -> Profile:
+    """The Profile for ``cfg``, each plugin built with its own params (``cfg.params``) and
+    ``shared``; raises ConfigError naming an unknown filter, scorer or picker type."""
+    preset = resolve(cfg)
+    for kind in ("filter", "scorer", "picker"):
+        registry.check(kind, cfg.entries(kind))
+    return Profile(
+        filters=tuple(registry.filter(name, shared, cfg.params("filter", name))
+                      for name in preset.filters()),
+        scorers=tuple((registry.scorer(name, shared, cfg.params("scorer", name)), w)
+                      for name, w in preset.weights),
+        picker=registry.picker(preset.picker, shared, cfg.params("picker", preset.picker)))
