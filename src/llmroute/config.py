@@ -103,7 +103,7 @@ class FuseConfig(_Strict):
     ``entropy`` per pool name; ``degradation`` maps a planned pool's name to its tiers;
     ``events_path`` is the SQLite file for fuse events (``:memory:`` keeps them in memory);
     ``prewarm`` keeps the next candidate's prompt cache warm (the conversation plus the text
-    so far, re-sent every ``prewarm_tokens`` streamed tokens; see ``relay.py``) so a
+    so far, re-sent every ``prewarm_tokens`` streamed tokens; see ``dispatch/relay.py``) so a
     handoff's continuation prefills only the last few tokens."""
 
     enabled: bool = True
