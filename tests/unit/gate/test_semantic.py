@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fakes.clock import FakeClock
 from llmroute.config import GateConfig
 from llmroute.gate.compress import prompt_request
 from llmroute.gate.semantic import SemanticGate
@@ -120,12 +121,12 @@ async def test_concurrent_calls_are_micro_batched_and_agree_with_one_at_a_time(
 
 
 async def test_cache_lru_ttl_with_a_fake_clock(gate: SemanticGate, started: Start) -> None:
-    now = [0.0]
-    g = await started(GateConfig(cache_size=2, cache_ttl_s=10.0), clock=lambda: now[0],
+    clock = FakeClock()
+    g = await started(GateConfig(cache_size=2, cache_ttl_s=10.0), clock=clock,
                       model=gate.model)
     await g.classify(prompt_request("write a haiku about rain"))
     assert len(g._cache) == 1
-    now[0] = 11.0
+    clock.advance(11.0)
     g._cache.expire()
     assert len(g._cache) == 0
     for t in ("a b c", "d e f", "g h i"):
