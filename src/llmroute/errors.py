@@ -15,7 +15,12 @@
     │   ├── UpstreamStatusError        the engine answered 4xx/5xx; retryable for 5xx, 429, 401/403/404/405
     │   └── UpstreamProtocolError      malformed SSE/JSON (retryable)
     │       └── UpstreamInBandError    an in-band ``error`` event in the stream
+    ├── PolicyError                    a gateway policy refused the caller (never retried)
+    │   ├── AuthenticationFailed       401 invalid_api_key (missing, unknown, revoked, expired)
+    │   ├── PermissionDenied           403 the key may not use this model / pool / surface
+    │   └── RateLimited                429 rate_limit_exceeded / insufficient_quota; .retry_after_s
     ├── NoBackendAvailable             503: every candidate failed or none is usable
+    ├── StateUnavailable               503: the state store did not answer in time
     ├── ConfigError                    bad configuration; message names file:line:field
     ├── EngineError                    a local engine could not be built, started or stopped
     └── SignalSourceError              a metrics endpoint (engine /metrics, DCGM) could not be read
@@ -152,6 +157,54 @@ class UpstreamProtocolError(BackendError):
 
 class UpstreamInBandError(UpstreamProtocolError):
     """The engine's stream carried an ``error`` event instead of a chunk."""
+
+
+class PolicyError(LLMRouteError):
+    """A gateway policy (keys, limits, quotas) refused the request. Never retried; messages
+    name a key only by its id/prefix, never its secret."""
+
+    status = 403
+    type = "invalid_request_error"
+    code = "policy_error"
+
+
+class AuthenticationFailed(PolicyError):
+    """401: no API key, or one that is malformed, unknown, revoked or expired."""
+
+    status = 401
+    code = "invalid_api_key"
+
+
+class PermissionDenied(PolicyError):
+    """403: the key may not use the requested model or pool, or this operator surface."""
+
+    code = "permission_denied"
+
+
+class RateLimited(PolicyError):
+    """429: a rate limit (``code`` ``rate_limit_exceeded``, ``type`` ``requests`` or
+    ``tokens``) or a token quota (``insufficient_quota``) is spent. ``retry_after_s``:
+    seconds until a retry would be admitted (None: never, e.g. a request larger than the
+    limit); ``headers``: the ``x-ratelimit-*`` headers of the refusal."""
+
+    status = 429
+    code = "rate_limit_exceeded"
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None,
+                 kind: str = "requests", headers: dict[str, str] | None = None, **kw: Any):
+        super().__init__(message, **kw)
+        self.retry_after_s = retry_after_s
+        self.type = "insufficient_quota" if self.code == "insufficient_quota" else kind
+        self.headers = headers or {}
+
+
+class StateUnavailable(LLMRouteError):
+    """503: the state store (rate-limit buckets, quotas, leases) did not answer within its
+    time bound; the request is refused rather than admitted unmetered."""
+
+    status = 503
+    type = "service_unavailable"
+    code = "state_unavailable"
 
 
 class NoBackendAvailable(LLMRouteError):

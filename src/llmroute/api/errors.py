@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import secrets
 
 import structlog
@@ -9,7 +10,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from llmroute.errors import LLMRouteError, NoBackendAvailable, to_openai
+from llmroute.errors import LLMRouteError, NoBackendAvailable, RateLimited, to_openai
 from llmroute.api.responses import json_response
 
 log = structlog.get_logger("llmroute.api")
@@ -29,10 +30,15 @@ def request_id(request: Request) -> str:
 
 
 async def on_llmroute_error(request: Request, exc: Exception) -> Response:
-    """LLMRouteError → its OpenAI body; 503s carry ``Retry-After`` (whole seconds)."""
+    """LLMRouteError → its OpenAI body; 503s carry ``Retry-After`` (whole seconds), 429s
+    theirs rounded up (a retry then is admitted) and their ``x-ratelimit-*`` headers."""
     assert isinstance(exc, LLMRouteError)
     status, body = to_openai(exc)
     headers = {"x-request-id": request_id(request)}
+    if isinstance(exc, RateLimited):
+        headers.update(exc.headers)
+        if exc.retry_after_s is not None:
+            headers["retry-after"] = str(max(1, math.ceil(exc.retry_after_s)))
     if isinstance(exc, NoBackendAvailable) and exc.retry_after_s is not None:
         headers["retry-after"] = str(max(1, round(exc.retry_after_s)))
     return json_response(body, status, headers)

@@ -1,0 +1,121 @@
+"""The in-process state store: buckets, counters and leases in dicts, on an injected clock.
+
+Each call runs to completion without an ``await`` inside it, so on one event loop every
+call is atomic: ``reserve`` never admits past a limit, however many requests race. State
+that expired (counters past their TTL, leases past theirs) is dropped when next touched,
+and every ``SWEEP_EVERY`` reservations a sweep drops expired counters and full buckets
+(a full bucket is the same as an absent one), so memory follows the active keys only.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+
+from llmroute.state.protocol import Bucket, Charge, Counter, Grant, Level
+
+SWEEP_EVERY = 4096
+"""Reservations between two sweeps of expired counters and full buckets."""
+
+
+class MemoryStore:
+    """``StateStore`` in this process; ``clock`` gives monotonic seconds."""
+
+    def __init__(self, clock: Callable[[], float]):
+        self._clock = clock
+        self._buckets: dict[str, list[float]] = {}  # name → [level, at, capacity, rate]
+        self._counters: dict[str, list[float]] = {}  # name → [value, expires_at]
+        self._leases: dict[str, dict[str, float]] = {}  # name → {lease id: expires_at}
+        self._ids = itertools.count(1)
+        self._calls = 0
+
+    async def reserve(self, charges: Sequence[Charge]) -> Grant:
+        """See ``StateStore.reserve``."""
+        now = self._clock()
+        self._calls += 1
+        if self._calls % SWEEP_EVERY == 0:
+            self._sweep(now)
+        states = [self._state(c, now) for c in charges]
+        waits = [_wait(c, s, now) for c, s in zip(charges, states)]
+        refused = [i for i, w in enumerate(waits) if w != 0.0]
+        if refused:
+            retry = None if any(w is None for w in waits) else max(w or 0.0 for w in waits)
+            levels = tuple(_level(c.limit, s, now) for c, s in zip(charges, states))
+            return Grant(False, levels, refused[0], retry)
+        for c, s in zip(charges, states):
+            s[0] += c.cost if isinstance(c.limit, Counter) else -c.cost
+        return Grant(True, tuple(_level(c.limit, s, now) for c, s in zip(charges, states)))
+
+    async def adjust(self, charges: Sequence[Charge]) -> None:
+        """See ``StateStore.adjust``."""
+        now = self._clock()
+        for c in charges:
+            s = self._state(c, now)
+            if isinstance(c.limit, Counter):
+                s[0] = max(0.0, s[0] + c.cost)
+            else:
+                s[0] = min(c.limit.capacity, s[0] - c.cost)
+
+    async def lease(self, name: str, limit: int, ttl_s: float) -> str | None:
+        """See ``StateStore.lease``."""
+        now = self._clock()
+        held = self._leases.setdefault(name, {})
+        for lid in [lid for lid, until in held.items() if until <= now]:
+            del held[lid]
+        if len(held) >= limit:
+            return None
+        lid = str(next(self._ids))
+        held[lid] = now + ttl_s
+        return lid
+
+    async def release(self, name: str, lease_id: str) -> None:
+        """See ``StateStore.release``."""
+        held = self._leases.get(name)
+        if held is not None:
+            held.pop(lease_id, None)
+            if not held:
+                del self._leases[name]
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+    def _state(self, charge: Charge, now: float) -> list[float]:
+        """The limit's live state, refilled (bucket) or reset when expired (counter)."""
+        limit = charge.limit
+        if isinstance(limit, Counter):
+            s = self._counters.get(limit.name)
+            if s is None or s[1] <= now:
+                s = self._counters[limit.name] = [0.0, now + limit.ttl_s]
+            return s
+        s = self._buckets.get(limit.name)
+        if s is None:
+            s = self._buckets[limit.name] = [limit.capacity, now, limit.capacity, limit.rate]
+        else:
+            s[0] = min(limit.capacity, s[0] + (now - s[1]) * limit.rate)
+            s[1], s[2], s[3] = now, limit.capacity, limit.rate
+        return s
+
+    def _sweep(self, now: float) -> None:
+        self._counters = {k: s for k, s in self._counters.items() if s[1] > now}
+        self._buckets = {k: s for k, s in self._buckets.items()
+                         if s[0] + (now - s[1]) * s[3] < s[2]}
+
+
+def _wait(charge: Charge, s: list[float], now: float) -> float | None:
+    """Seconds until ``charge`` fits (0.0: now; None: never)."""
+    limit = charge.limit
+    if isinstance(limit, Counter):
+        if s[0] + charge.cost <= limit.limit:
+            return 0.0
+        return None if charge.cost > limit.limit else s[1] - now
+    if s[0] >= charge.cost:
+        return 0.0
+    if charge.cost > limit.capacity:
+        return None
+    return (charge.cost - s[0]) / limit.rate
+
+
+def _level(limit: Bucket | Counter, s: list[float], now: float) -> Level:
+    if isinstance(limit, Counter):
+        return Level(limit.limit - s[0], max(s[1] - now, 0.0))
+    return Level(s[0], max(limit.capacity - s[0], 0.0) / limit.rate)

@@ -1,0 +1,115 @@
+"""The state-store contract: what rate limits, quotas and concurrency caps share.
+
+Three kinds of state, each named by a string the caller builds (``rpm:key:<id>``, …):
+
+* ``Bucket`` — a token bucket holding at most ``capacity`` units, refilled continuously at
+  ``capacity / period_s`` per second (RPM: capacity = rpm, period = 60 s). It may go below
+  zero (debt) when a reconciliation charges more than was reserved.
+* ``Counter`` — a quota counting up to ``limit`` units; it resets (vanishes) ``ttl_s``
+  seconds after its first charge (the caller puts the day or month in the name and the
+  seconds to its end in ``ttl_s``).
+* leases — at most ``limit`` holders of a name at once; each expires after ``ttl_s``
+  unless released (a replica that died frees its leases).
+
+``reserve`` is the one check-and-reserve: every charge of a call fits and all are taken, or
+none is (no read-modify-write race between callers, whatever the implementation: the
+in-process store runs each call without an ``await`` inside it; a Redis store runs one Lua
+script per call, with every name of a call in one hash slot). ``adjust`` reconciles after
+the fact and never refuses. Times are the store's own clock: the in-process store's
+injected clock, Redis's ``TIME``; callers pass durations, never instants. Every call
+returns within the store's time bound or raises ``StateUnavailable``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Bucket:
+    """A token bucket ``name``: at most ``capacity`` units (> 0), refilled at
+    ``capacity / period_s`` units per second."""
+
+    name: str
+    capacity: float
+    period_s: float
+
+    @property
+    def rate(self) -> float:
+        """Refill in units per second."""
+        return self.capacity / self.period_s
+
+
+@dataclass(frozen=True, slots=True)
+class Counter:
+    """A quota counter ``name`` of at most ``limit`` units, reset ``ttl_s`` seconds after
+    its first charge."""
+
+    name: str
+    limit: float
+    ttl_s: float
+
+
+Limit = Bucket | Counter
+
+
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """``cost`` units (≥ 0 for ``reserve``; any sign for ``adjust``, < 0 gives back) on
+    ``limit``."""
+
+    limit: Limit
+    cost: float
+
+
+@dataclass(frozen=True, slots=True)
+class Level:
+    """One limit after a call: ``remaining`` units (a bucket in debt: < 0) and ``reset_s``,
+    seconds until the bucket is full again or the counter resets."""
+
+    remaining: float
+    reset_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """The answer to ``reserve``: ``allowed`` (every charge taken) or not (none taken);
+    ``levels`` per charge in call order (after the charges when allowed); when refused,
+    ``denied`` is the index of the first charge that did not fit and ``retry_after_s`` the
+    seconds until the whole call would fit (None: never — a cost above its limit)."""
+
+    allowed: bool
+    levels: tuple[Level, ...]
+    denied: int | None = None
+    retry_after_s: float | None = 0.0
+
+
+class StateStore(Protocol):
+    """Shared policy state (module docstring). Every method raises StateUnavailable when
+    the store cannot answer within its time bound."""
+
+    async def reserve(self, charges: Sequence[Charge]) -> Grant:
+        """Take every charge, or none when one does not fit (a bucket below its cost, a
+        counter whose value plus cost passes its limit); see ``Grant``."""
+        ...
+
+    async def adjust(self, charges: Sequence[Charge]) -> None:
+        """Reconcile: consume ``cost`` more units of each limit (``cost`` < 0 gives units
+        back), without a check. A bucket never rises above its capacity; a counter never
+        falls below 0; a counter not yet charged starts its TTL now."""
+        ...
+
+    async def lease(self, name: str, limit: int, ttl_s: float) -> str | None:
+        """A lease id when fewer than ``limit`` unexpired leases on ``name`` are held (the
+        new one expires ``ttl_s`` seconds from now), else None."""
+        ...
+
+    async def release(self, name: str, lease_id: str) -> None:
+        """End lease ``lease_id`` on ``name``; an unknown or expired lease is ignored."""
+        ...
+
+    async def close(self) -> None:
+        """Release the store's connections (nothing for the in-process store)."""
+        ...

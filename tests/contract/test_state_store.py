@@ -1,0 +1,128 @@
+"""The contract every StateStore keeps (``state/protocol.py``), run against each
+implementation. A store is built by ``make(clock)``: time is the FakeClock's, so a Redis
+store joins this suite by taking an injected clock in its tests."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from fakes.clock import FakeClock
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llmroute.state.memory import MemoryStore
+from llmroute.state.protocol import Bucket, Charge, Counter
+
+STORES = {"memory": MemoryStore}
+
+
+@pytest.fixture(params=list(STORES), ids=list(STORES))
+def make(request):
+    return STORES[request.param]
+
+
+RPM = Bucket("rpm:k", 5, 60.0)
+
+
+async def test_a_bucket_admits_its_capacity_then_refuses_with_the_refill_time(make):
+    clock = FakeClock()
+    store = make(clock)
+    grants = [await store.reserve([Charge(RPM, 1)]) for _ in range(6)]
+    assert [g.allowed for g in grants] == [True] * 5 + [False]
+    assert grants[4].levels[0].remaining == 0 and grants[4].levels[0].reset_s == 60.0
+    assert grants[5].denied == 0 and grants[5].retry_after_s == pytest.approx(12.0)
+    clock.advance(11.9)
+    assert not (await store.reserve([Charge(RPM, 1)])).allowed
+    clock.advance(0.1)
+    assert (await store.reserve([Charge(RPM, 1)])).allowed
+
+
+async def test_a_call_takes_every_charge_or_none(make):
+    store = make(FakeClock())
+    tpm = Bucket("tpm:k", 100, 60.0)
+    assert (await store.reserve([Charge(RPM, 1), Charge(tpm, 80)])).allowed
+    refused = await store.reserve([Charge(RPM, 1), Charge(tpm, 30)])
+    assert not refused.allowed and refused.denied == 1
+    assert refused.levels[0].remaining == 4  # the RPM charge was not taken
+    assert refused.retry_after_s == pytest.approx(10 / (100 / 60))
+
+
+async def test_a_cost_above_the_capacity_is_never_admitted(make):
+    grant = await make(FakeClock()).reserve([Charge(Bucket("tpm:k", 100, 60.0), 101)])
+    assert not grant.allowed and grant.retry_after_s is None
+
+
+async def test_adjust_gives_back_and_charges_debt_without_passing_capacity(make):
+    clock = FakeClock()
+    store = make(clock)
+    tpm = Bucket("tpm:k", 100, 60.0)
+    await store.reserve([Charge(tpm, 100)])
+    await store.adjust([Charge(tpm, -60)])  # the answer used 40 of the 100 reserved
+    assert (await store.reserve([Charge(tpm, 60)])).levels[0].remaining == 0
+    await store.adjust([Charge(tpm, 30)])  # used 30 more than reserved: debt
+    refused = await store.reserve([Charge(tpm, 1)])
+    assert refused.levels[0].remaining == pytest.approx(-30)
+    assert refused.retry_after_s == pytest.approx(31 / (100 / 60))
+    await store.adjust([Charge(tpm, -1000)])
+    assert (await store.reserve([Charge(tpm, 0)])).levels[0].remaining == 100
+
+
+async def test_a_counter_counts_to_its_limit_and_resets_after_its_ttl(make):
+    clock = FakeClock()
+    store = make(clock)
+    day = Counter("quota:day:k:20250101", 1000, 3600.0)
+    assert (await store.reserve([Charge(day, 900)])).allowed
+    refused = await store.reserve([Charge(day, 200)])
+    assert not refused.allowed and refused.retry_after_s == pytest.approx(3600.0)
+    assert refused.levels[0].remaining == 100 and refused.levels[0].reset_s == 3600.0
+    await store.adjust([Charge(day, -500)])
+    assert (await store.reserve([Charge(day, 200)])).levels[0].remaining == 400
+    clock.advance(3600.0)
+    assert (await store.reserve([Charge(day, 1000)])).allowed
+    assert (await make(clock).reserve([Charge(day, 1001)])).retry_after_s is None
+
+
+async def test_leases_cap_holders_expire_and_release(make):
+    clock = FakeClock()
+    store = make(clock)
+    first = await store.lease("conc:k", 2, 30.0)
+    second = await store.lease("conc:k", 2, 30.0)
+    assert first and second and first != second
+    assert await store.lease("conc:k", 2, 30.0) is None
+    await store.release("conc:k", first)
+    await store.release("conc:k", "no-such-lease")
+    third = await store.lease("conc:k", 2, 30.0)
+    assert third is not None
+    clock.advance(30.0)  # both held leases expire
+    assert await store.lease("conc:k", 2, 30.0) is not None
+    assert await store.lease("conc:k", 2, 30.0) is not None
+    await store.close()
+
+
+async def test_concurrent_reservations_never_pass_the_limit(make):
+    store = make(FakeClock())
+    bucket = Bucket("rpm:hot", 50, 60.0)
+    grants = await asyncio.gather(*(store.reserve([Charge(bucket, 1)]) for _ in range(200)))
+    assert sum(g.allowed for g in grants) == 50
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=st.lists(st.tuples(st.floats(0, 5), st.integers(0, 40)), min_size=1,
+                      max_size=80))
+def test_admitted_units_stay_inside_the_bucket_envelope(steps):
+    """Over any interval of length w the bucket admits at most capacity + rate × w."""
+    for make_store in STORES.values():
+        clock = FakeClock()
+        store = make_store(clock)
+        bucket = Bucket("tpm:h", 100, 10.0)
+        admitted: list[tuple[float, int]] = []
+        for gap, cost in steps:
+            clock.advance(gap)
+            if asyncio.run(store.reserve([Charge(bucket, cost)])).allowed:
+                admitted.append((clock.now(), cost))
+        for i, (start, _) in enumerate(admitted):
+            total = 0
+            for at, cost in admitted[i:]:
+                total += cost
+                assert total <= bucket.capacity + bucket.rate * (at - start) + 1e-6
