@@ -2,7 +2,8 @@
 
 One YAML file holds the server settings, timeouts, retry budget, pools, backends (remote
 engines by ``base_url``, or local llama.cpp engines by ``launch``) and the intent → pool map.
-The ``anchor:`` section's models (plugins and their params) are in ``config_anchor.py``; the
+The ``anchor:`` section's models (plugins and their params) are in ``config_anchor.py``,
+``auth:`` and ``limits:`` in ``config_policy.py``; the
 engine kinds a backend may name, in ``backends/engines.py``. With no file, the embedded
 default (``local/default.yaml``) starts three local engines.
 """
@@ -25,6 +26,7 @@ from pydantic import (
 
 from llmroute.backends.engines import ENGINES, Capability, engine_kind
 from llmroute.config_anchor import AnchorConfig
+from llmroute.config_policy import AuthConfig, LimitsConfig
 from llmroute.errors import ConfigError
 
 _ID = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
@@ -248,6 +250,8 @@ class Config(_Strict):
     backends: list[BackendConfig] = Field(min_length=1)
     routing: RoutingConfig
     gate: GateConfig = GateConfig()
+    auth: AuthConfig = AuthConfig()
+    limits: LimitsConfig = LimitsConfig()
     source: str = "<memory>"
 
 

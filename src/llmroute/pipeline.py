@@ -1,4 +1,5 @@
-"""The request flow, one step per line (DESIGN.md §2): gate → strategy → anchor → dispatch.
+"""The request flow, one step per line (DESIGN.md §2): authenticate → admit → gate →
+strategy → anchor → dispatch → reconcile usage.
 
 The layers never call each other; every step gets what it needs as arguments.
 """
@@ -6,13 +7,15 @@ The layers never call each other; every step gets what it needs as arguments.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from llmroute import dispatch
 from llmroute.anchor.protocol import AnchorContext
 from llmroute.errors import ContextLengthExceeded
+from llmroute.policy.auth import Caller
+from llmroute.policy.usage import Metered, answer_tokens
 from llmroute.runtime import Runtime
 from llmroute.types import Backend, Candidate, ChatRequest, Intent, RoutePlan
 
@@ -51,13 +54,41 @@ def settle(rt: Runtime, request: ChatRequest, intent: Intent, *, explain: bool =
     return Decision(intent, plan, rank(rt, request, intent, plan, explain=explain))
 
 
-async def route(rt: Runtime, request: ChatRequest) -> Routed:
-    """Serve ``request``: decide, dispatch with failover, and describe the route in headers
-    (``route_headers``, plus ``server-timing`` with the gate's time)."""
+async def authenticate(rt: Runtime, headers: Mapping[str, str]) -> Caller | None:
+    """The caller presenting a key in ``headers`` (None with auth off); run before the body
+    is read. Raises AuthenticationFailed (401)."""
+    return None if rt.policy is None else await rt.policy.authenticate(headers)
+
+
+async def route(rt: Runtime, request: ChatRequest, caller: Caller | None = None) -> Routed:
+    """Serve ``request`` for ``caller`` (None: auth off): admit (403/429; a refusal costs
+    nothing after it), ``serve``, then reconcile the reservation with the real usage —
+    now for JSON, when the stream ends for SSE — and add the ``x-ratelimit-*`` headers."""
+    if caller is None or rt.policy is None:
+        return await serve(rt, request)
+    ticket = await rt.policy.admit(caller, request)
+    try:
+        routed = await serve(rt, request, caller)
+    except BaseException:
+        await ticket.settle(None)  # nothing served: every reserved token goes back
+        raise
+    headers = routed.headers | ticket.headers
+    if routed.stream is not None:
+        return Routed(headers, stream=Metered(routed.stream, ticket, request.prompt_tokens))
+    await ticket.settle(answer_tokens(request, routed.body))
+    return Routed(headers, body=routed.body)
+
+
+async def serve(rt: Runtime, request: ChatRequest, caller: Caller | None = None) -> Routed:
+    """Decide, dispatch with failover, and describe the route in headers (``route_headers``,
+    plus ``server-timing`` with the gate's time). Raises PermissionDenied (403) when the
+    plan's pool is not one ``caller``'s key may use."""
     started = time.perf_counter()
     intent = await rt.gate.classify(request)
     timing = server_timing((time.perf_counter() - started) * 1000.0)
     d = settle(rt, request, intent, explain=False)
+    if caller is not None:
+        caller.check_pool(d.plan.pool)
     if request.stream:
         backend, stream = await dispatch.open_stream(rt.dispatch, request, d.plan, d.candidates)
         return Routed(route_headers(request, d, backend) | timing, stream=stream)

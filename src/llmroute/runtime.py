@@ -19,6 +19,7 @@ from llmroute.fuse.breaker import CircuitBreaker
 from llmroute.gate.protocol import Gate
 from llmroute.observe.fuse_events import FuseEventStore
 from llmroute.observe.metrics import Metrics
+from llmroute.policy.gateway import Policy
 from llmroute.strategy.protocol import Strategy
 from llmroute.types import Backend
 
@@ -38,7 +39,8 @@ class Runtime:
 
     ``dispatch`` is dispatch's narrow view of the same parts (``dispatch.Deps``); ``clock``
     is monotonic seconds, ``wall_clock`` epoch seconds; ``signals`` holds the polled engine
-    signals; ``fleet`` the local engines, when any were started."""
+    signals; ``fleet`` the local engines, when any were started; ``policy`` the gateway
+    policies (keys, limits), None with auth off."""
 
     config: Config
     backends: dict[str, Backend]
@@ -54,3 +56,4 @@ class Runtime:
     wall_clock: Callable[[], float]
     signals: SignalStore | None = None
     fleet: Fleet | None = None
+    policy: Policy | None = None

@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from llmroute.api.admin import create_key, list_keys, operator, revoke_key
 from llmroute.api.debug_backends import debug_backends
 from llmroute.api.debug_fuse import debug_fuse
 from llmroute.api.debug_route import debug_route
@@ -89,10 +90,13 @@ def _routes(hot: dict[str, Exchange]) -> list[Route]:
         Route("/v1/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Route("/ready", ready, methods=["GET"]),
-        Route("/debug/backends", debug_backends, methods=["GET"]),
-        Route("/debug/route", debug_route, methods=["GET"]),
-        Route("/metrics", metrics, methods=["GET"]),
-        Route("/debug/fuse", debug_fuse, methods=["GET"]),
+        Route("/debug/backends", operator(debug_backends), methods=["GET"]),
+        Route("/debug/route", operator(debug_route), methods=["GET"]),
+        Route("/metrics", operator(metrics, metrics=True), methods=["GET"]),
+        Route("/debug/fuse", operator(debug_fuse), methods=["GET"]),
+        Route("/admin/keys", operator(list_keys), methods=["GET"]),
+        Route("/admin/keys", operator(create_key), methods=["POST"]),
+        Route("/admin/keys/{key_id}", operator(revoke_key), methods=["DELETE"]),
     ]
 
 

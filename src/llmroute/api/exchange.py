@@ -66,11 +66,12 @@ class Exchange:
 
     async def _serve(self, request: Request, send: Send) -> None:
         rt: Runtime = request.app.state.runtime
+        caller = await pipeline.authenticate(rt, request.headers) if rt.policy else None
         body = await read_json(request, rt.config.server.max_body_bytes)
         chat = self._parse(body, request_id(request))
         async with DisconnectWatch(request.receive) as watch:
             try:
-                routed = await pipeline.route(rt, chat)
+                routed = await pipeline.route(rt, chat, caller)
                 if routed.stream is None:
                     await _send_json(send, routed.body, routed.headers)
                 else:

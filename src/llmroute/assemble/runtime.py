@@ -23,6 +23,7 @@ from llmroute.anchor.stats.router import RouterStats
 from llmroute.anchor.store import SignalStore
 from llmroute.assemble.anchor import anchor_shared, build_profile, make_collector
 from llmroute.assemble.gate import make_gate
+from llmroute.assemble.policy import build_policy
 from llmroute.backends.client import BackendClient
 from llmroute.config import BackendConfig, Config
 from llmroute.dispatch import Deps
@@ -74,7 +75,8 @@ def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSe
                          stats, shared.affinity)
     return Runtime(config, backends, make_gate(config), strategy, profile, breaker, stats,
                    send.metrics, send.fuse_events, send, send.clock, send.wall_clock,
-                   signals=store, fleet=fleet)
+                   signals=store, fleet=fleet,
+                   policy=build_policy(config, send.clock, send.wall_clock))
 
 
 def dispatch_deps(config: Config, backends: dict[str, Backend], client: BackendClient,
@@ -111,6 +113,8 @@ async def open_runtime(config: Config, progress: Progress | None = None
             aiohttp.ClientSession(connector=connector, auto_decompress=False))
         rt = wire(config, make_backends(config, urls), session, fleet)
         stack.callback(rt.fuse_events.close)
+        if rt.policy is not None:
+            stack.callback(rt.policy.keys.close)
         await rt.gate.start()  # fits/loads in a worker thread; the loop keeps running
         rt.metrics.registry.register(rt.gate.health)
         stack.push_async_callback(rt.gate.close)

@@ -1,0 +1,116 @@
+"""The admin API (``/admin/keys``) and the guard of the operator surfaces.
+
+With auth on, ``operator(endpoint)`` lets a request through only with the admin key
+(``Policy.require_admin``: 401 without a key, 403 with another); ``/metrics`` stays open when
+``auth.metrics_open``. With auth off the surfaces are open as before and ``/admin/*``
+answers 404 (there is no key store).
+
+* ``GET /admin/keys[?tenant=…]`` — the key records (never a secret);
+* ``POST /admin/keys`` — ``{"tenant", "name"?, "limits"?: {rpm, tpm, daily_tokens,
+  monthly_tokens, max_concurrency}, "models"?, "pools"?, "strategies"?, "priority"?,
+  "expires_at"? (epoch s), "metadata"?}`` → 201 ``{"key": <secret, shown once>, "record"}``;
+* ``DELETE /admin/keys/{key_id}`` — revoke (effective at once on this replica).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+
+from llmroute.api.body import read_json
+from llmroute.api.responses import json_response
+from llmroute.errors import InvalidRequest, ModelNotFound
+from llmroute.policy.gateway import Policy
+from llmroute.policy.issue import issue_key
+from llmroute.policy.keys import ApiKey, Limits
+from llmroute.runtime import Runtime
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def operator(endpoint: Endpoint, *, metrics: bool = False) -> Endpoint:
+    """``endpoint`` behind the admin key when auth is on (``metrics``: open when
+    ``auth.metrics_open``)."""
+    async def guarded(request: Request) -> Response:
+        policy = request.app.state.runtime.policy
+        if policy is not None and not (metrics and policy.metrics_open):
+            policy.require_admin(request.headers)
+        return await endpoint(request)
+
+    guarded.__doc__ = endpoint.__doc__
+    return guarded
+
+
+class _LimitsIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rpm: int | None = Field(None, ge=1)
+    tpm: int | None = Field(None, ge=1)
+    daily_tokens: int | None = Field(None, ge=1)
+    monthly_tokens: int | None = Field(None, ge=1)
+    max_concurrency: int | None = Field(None, ge=1)
+
+
+class KeyIn(BaseModel):
+    """A new key's fields (``POST /admin/keys``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    tenant: str = Field(min_length=1, max_length=128)
+    name: str = Field("", max_length=256)
+    limits: _LimitsIn = _LimitsIn()
+    models: tuple[str, ...] = ()
+    pools: tuple[str, ...] = ()
+    strategies: tuple[str, ...] = ()
+    priority: str = "standard"
+    expires_at: float | None = None
+    metadata: dict[str, Any] = {}
+
+
+def record(key: ApiKey) -> dict[str, Any]:
+    """A key's record as JSON (its id and display prefix, never its secret)."""
+    return {**dataclasses.asdict(key), "display": key.display}
+
+
+async def list_keys(request: Request) -> Response:
+    """``GET /admin/keys``: every key record (``?tenant=`` narrows)."""
+    policy = _policy(request)
+    keys = await policy.keys.keys(request.query_params.get("tenant"))
+    return json_response({"object": "list", "data": [record(k) for k in keys]})
+
+
+async def create_key(request: Request) -> Response:
+    """``POST /admin/keys``: a new key; the secret is in this answer only."""
+    rt: Runtime = request.app.state.runtime
+    policy = _policy(request)
+    try:
+        spec = KeyIn.model_validate(await read_json(request, rt.config.server.max_body_bytes))
+    except ValidationError as exc:
+        raise InvalidRequest(f"bad key: {exc.errors()[0]['msg']}", param=".".join(
+            str(p) for p in exc.errors()[0]["loc"])) from exc
+    fields = spec.model_dump()
+    tenant = fields.pop("tenant")
+    fields["limits"] = Limits(**fields["limits"])
+    secret, key = await issue_key(policy.keys, tenant, rt.wall_clock(), **fields)
+    return json_response({"key": secret, "record": record(key)}, 201)
+
+
+async def revoke_key(request: Request) -> Response:
+    """``DELETE /admin/keys/{key_id}``: revoke the key; 404 when there is none active."""
+    rt: Runtime = request.app.state.runtime
+    policy = _policy(request)
+    key_id = request.path_params["key_id"]
+    if not await policy.keys.revoke(key_id, rt.wall_clock()):
+        raise ModelNotFound(f"no active key {key_id!r}", param="key_id", code="key_not_found")
+    policy.auth.forget()
+    return json_response({"id": key_id, "object": "key", "revoked": True})
+
+
+def _policy(request: Request) -> Policy:
+    policy = request.app.state.runtime.policy
+    if policy is None:
+        raise ModelNotFound("the admin API needs auth.enabled", code="not_found")
+    return policy

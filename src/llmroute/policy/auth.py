@@ -1,0 +1,104 @@
+"""Authenticate a request: the presented key → its record and tenant, or a 401.
+
+Lookups go to the key store once per key per ``cache_ttl_s`` (``cachetools.TTLCache``, at
+most ``cache_size`` entries, keyed by the key's digest — never the key); concurrent first
+requests with one key share one lookup. Unknown keys are cached too, so a client retrying a
+bad key does not reach the disk per request. Revocation and expiry are read from the
+cached record: a revoked key stops working within ``cache_ttl_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cachetools import TTLCache
+
+from llmroute.errors import AuthenticationFailed, PermissionDenied, StateUnavailable
+from llmroute.policy.keys import ApiKey, Tenant, digest, presented_key, well_formed
+from llmroute.policy.keystore import KeyStore
+
+_Found = tuple[ApiKey, Tenant, str] | None  # the record, its tenant, the stored digest
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """An authenticated request's key and tenant."""
+
+    key: ApiKey
+    tenant: Tenant
+
+    def check_model(self, model: str) -> None:
+        """Raises PermissionDenied (403) when the key's ``models`` exclude ``model``."""
+        if self.key.models and model not in self.key.models:
+            raise PermissionDenied(f"key {self.key.display} may not use model {model!r}",
+                                   param="model", code="model_not_allowed")
+
+    def check_pool(self, pool: str) -> None:
+        """Raises PermissionDenied (403) when the key's ``pools`` exclude ``pool``."""
+        if self.key.pools and pool not in self.key.pools:
+            raise PermissionDenied(f"key {self.key.display} may not use pool {pool!r}",
+                                   param="model", code="pool_not_allowed")
+
+
+class Authenticator:
+    """Keys from ``store``, cached (module docstring); ``wall_clock`` (epoch s) judges
+    expiry, ``clock`` (monotonic s) the cache."""
+
+    def __init__(self, store: KeyStore, ttl_s: float, size: int, clock: Callable[[], float],
+                 wall_clock: Callable[[], float]):
+        self._store = store
+        self._wall = wall_clock
+        self._cache: TTLCache[str, asyncio.Future[_Found]] = TTLCache(size, ttl_s, clock)
+
+    async def authenticate(self, authorization: str | None, x_api_key: str | None) -> Caller:
+        """The caller presenting these header values. Raises AuthenticationFailed (401) for
+        no key, a malformed, unknown, revoked or expired one; the message never holds the
+        presented value."""
+        secret = presented_key(authorization, x_api_key)
+        if secret is None:
+            raise AuthenticationFailed(
+                "You didn't provide an API key: send it as 'Authorization: Bearer <key>' or "
+                "in the 'x-api-key' header.", code="missing_api_key")
+        if not well_formed(secret):
+            raise AuthenticationFailed("Incorrect API key provided (malformed).")
+        wanted = digest(secret)
+        found = await self._lookup(wanted)
+        if found is None or not hmac.compare_digest(found[2], wanted):
+            raise AuthenticationFailed("Incorrect API key provided.")
+        key, tenant, _ = found
+        if not key.usable(self._wall()):
+            state = "revoked" if key.revoked_at is not None else "expired"
+            raise AuthenticationFailed(f"API key {key.display} is {state}.")
+        return Caller(key, tenant)
+
+    def forget(self, key_digest: str | None = None) -> None:
+        """Drop one cached key (its digest), or all: the next request reads the store."""
+        if key_digest is None:
+            self._cache.clear()
+        else:
+            self._cache.pop(key_digest, None)
+
+    async def _lookup(self, key_digest: str) -> _Found:
+        pending = self._cache.get(key_digest)
+        if pending is None:
+            pending = asyncio.ensure_future(self._load(key_digest))
+            self._cache[key_digest] = pending
+        try:
+            return await asyncio.shield(pending)
+        except Exception:
+            self._cache.pop(key_digest, None)  # a failed lookup is not cached
+            raise
+
+    async def _load(self, key_digest: str) -> _Found:
+        try:
+            found = await self._store.find(key_digest)
+            if found is None:
+                return None
+            key, stored = found
+            return key, await self._store.tenant(key.tenant) or Tenant(key.tenant), stored
+        except sqlite3.Error as exc:
+            raise StateUnavailable(f"the key store cannot be read: {exc}") from exc

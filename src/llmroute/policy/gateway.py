@@ -1,0 +1,60 @@
+"""The gateway policies the pipeline calls: ``authenticate`` (keys), ``admit`` (model
+permission, limits, quotas, concurrency) and the operator surfaces' admin check.
+
+Built once by the composition root (``assemble/policy.py``) when ``auth.enabled``; the
+request path then touches no disk (keys are cached, ``policy/auth.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from llmroute.errors import AuthenticationFailed, PermissionDenied
+from llmroute.policy.auth import Authenticator, Caller
+from llmroute.policy.keys import presented_key
+from llmroute.policy.keystore import KeyStore
+from llmroute.policy.limits import Limiter, Ticket
+from llmroute.state.protocol import StateStore
+from llmroute.types import ChatRequest
+
+MAX_ADMIN_KEY_CHARS = 512
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Keys (``auth``, over the key store ``keys``), admission (``limiter``, over the state
+    ``store``), the admin key's SHA-256 ``admin_digest``, and whether ``/metrics`` is open."""
+
+    auth: Authenticator
+    limiter: Limiter
+    keys: KeyStore
+    store: StateStore
+    admin_digest: bytes
+    metrics_open: bool = False
+
+    async def authenticate(self, headers: Mapping[str, str]) -> Caller:
+        """The caller presenting a key in ``headers``. Raises AuthenticationFailed (401)."""
+        return await self.auth.authenticate(headers.get("authorization"),
+                                            headers.get("x-api-key"))
+
+    async def admit(self, caller: Caller, request: ChatRequest) -> Ticket:
+        """Admit ``request`` for ``caller``. Raises PermissionDenied (403: the key may not
+        use the model) or RateLimited (429)."""
+        caller.check_model(request.model)
+        return await self.limiter.admit(caller, request)
+
+    def require_admin(self, headers: Mapping[str, str]) -> None:
+        """Raises AuthenticationFailed (401) without a key, PermissionDenied (403) with a
+        key other than the admin key (compared in constant time, as digests)."""
+        secret = presented_key(headers.get("authorization"), headers.get("x-api-key"))
+        if secret is None:
+            raise AuthenticationFailed("This endpoint needs the admin key.",
+                                       code="missing_api_key")
+        given = hashlib.sha256(secret[:MAX_ADMIN_KEY_CHARS].encode("utf-8", "replace"))
+        if len(secret) > MAX_ADMIN_KEY_CHARS or not hmac.compare_digest(
+                given.digest(), self.admin_digest):
+            raise PermissionDenied("This endpoint needs the admin key.",
+                                   code="admin_key_required")

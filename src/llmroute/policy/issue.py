@@ -1,0 +1,40 @@
+"""Making and rotating keys (the CLI and the admin API share these)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from llmroute.errors import InvalidRequest
+from llmroute.policy.keys import ApiKey, digest, display_prefix, new_key_id, new_secret
+from llmroute.policy.keystore import KeyStore
+
+
+async def issue_key(store: KeyStore, tenant: str, now: float, **fields: Any
+                    ) -> tuple[str, ApiKey]:
+    """A new key of ``tenant`` made at epoch ``now`` with ``fields`` (``ApiKey``'s: name,
+    limits, models, pools, strategies, priority, expires_at, metadata); returns the secret
+    (shown once, never stored) and the record. Raises InvalidRequest for an unknown tenant
+    or field."""
+    if await store.tenant(tenant) is None:
+        raise InvalidRequest(f"unknown tenant {tenant!r}", param="tenant")
+    secret = new_secret()
+    try:
+        key = ApiKey(new_key_id(), display_prefix(secret), tenant, created_at=now, **fields)
+    except TypeError as exc:
+        raise InvalidRequest(f"bad key field: {exc}") from exc
+    await store.add_key(key, digest(secret))
+    return secret, key
+
+
+async def rotate_key(store: KeyStore, key_id: str, now: float) -> tuple[str, ApiKey]:
+    """A new key with ``key_id``'s tenant and settings; ``key_id`` is revoked. Returns the
+    new secret and record. Raises InvalidRequest when ``key_id`` is unknown or revoked."""
+    old = await store.key(key_id)
+    if old is None or old.revoked_at is not None:
+        raise InvalidRequest(f"no active key {key_id!r}", param="key_id")
+    keep = {f.name: getattr(old, f.name) for f in dataclasses.fields(old)
+            if f.name not in ("id", "prefix", "tenant", "revoked_at", "created_at")}
+    secret, key = await issue_key(store, old.tenant, now, **keep)
+    await store.revoke(key_id, now)
+    return secret, key
