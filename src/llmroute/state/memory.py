@@ -14,6 +14,9 @@ from collections.abc import Callable, Sequence
 
 from llmroute.state.protocol import Bucket, Charge, Counter, Grant, Level
 
+EPS = 1e-9
+"""Units of float rounding forgiven when a bucket's level is compared with a cost (a
+refill of exactly the cost after exactly the advertised wait must fit)."""
 SWEEP_EVERY = 4096
 """Reservations between two sweeps of expired counters and full buckets."""
 
@@ -91,7 +94,7 @@ class MemoryStore:
         if s is None:
             s = self._buckets[limit.name] = [limit.capacity, now, limit.capacity, limit.rate]
         else:
-            s[0] = min(limit.capacity, s[0] + (now - s[1]) * limit.rate)
+            s[0] = min(limit.capacity, s[0] + (now - s[1]) * limit.capacity / limit.period_s)
             s[1], s[2], s[3] = now, limit.capacity, limit.rate
         return s
 
@@ -108,7 +111,7 @@ def _wait(charge: Charge, s: list[float], now: float) -> float | None:
         if s[0] + charge.cost <= limit.limit:
             return 0.0
         return None if charge.cost > limit.limit else s[1] - now
-    if s[0] >= charge.cost:
+    if s[0] + EPS >= charge.cost:
         return 0.0
     if charge.cost > limit.capacity:
         return None
