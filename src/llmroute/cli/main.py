@@ -1,5 +1,5 @@
 """``llmroute`` command line: ``serve``, ``demo``, ``emulate``, ``backends``, ``classify``,
-``gate`` and ``bench``."""
+``gate``, ``keys``, ``tenants`` and ``bench``."""
 
 from __future__ import annotations
 
@@ -36,8 +36,10 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("name", help="overhead, decide, schedule, handoff, gate_quality, …")
     bench.add_argument("args", nargs=argparse.REMAINDER, help="passed to bench/NAME.py")
     from llmroute.cli.gate import add_commands
+    from llmroute.cli.keys import add_commands as add_key_commands
 
     add_commands(sub)
+    add_key_commands(sub)
     return p
 
 
@@ -73,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
 
             return watch(args.url, args.interval, args.once)
         config = load_config(args.config)
+        if hasattr(args, "policy_run"):  # keys, tenants
+            return args.policy_run(config, args)
         if args.command in ("classify", "gate"):
             from llmroute.cli.gate import run
 
