@@ -146,7 +146,7 @@ def rate_headers(charges: Sequence[Charge], what: Sequence[tuple[str, str]],
         level, limit = min(found, key=lambda f: f[0].remaining)
         assert isinstance(limit, Bucket)
         out[f"x-ratelimit-limit-{unit}"] = str(int(limit.capacity))
-        out[f"x-ratelimit-remaining-{unit}"] = str(max(0, math.floor(level.remaining)))
+        out[f"x-ratelimit-remaining-{unit}"] = str(max(0, int(level.remaining)))
         out[f"x-ratelimit-reset-{unit}"] = _duration(level.reset_s)
     return out
 
