@@ -6,7 +6,7 @@ The layers never call each other; every step gets what it needs as arguments.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +14,7 @@ from llmroute import dispatch
 from llmroute.anchor.protocol import AnchorContext
 from llmroute.errors import ContextLengthExceeded
 from llmroute.runtime import Runtime
+from llmroute.strategy.protocol import NO_HEADERS, Matched
 from llmroute.types import Backend, Candidate, ChatRequest, Intent, RoutePlan
 
 
@@ -28,36 +29,41 @@ class Routed:
 
 @dataclass(frozen=True)
 class Decision:
-    """What the router would do for a request, without sending it."""
+    """What the router would do for a request, without sending it; ``strategy`` is the
+    strategy that planned it (and the strategy set it was matched against)."""
 
     intent: Intent
     plan: RoutePlan
     candidates: list[Candidate]
+    strategy: Matched
 
 
 async def decide(rt: Runtime, request: ChatRequest, intent: Intent | None = None, *,
-                 explain: bool = True) -> Decision:
+                 explain: bool = True, headers: Mapping[str, str] = NO_HEADERS) -> Decision:
     """Gate (unless ``intent`` is given), then ``settle``. Raises ModelNotFound or
     ContextLengthExceeded."""
     intent = intent if intent is not None else await rt.gate.classify(request)
-    return settle(rt, request, intent, explain=explain)
+    return settle(rt, request, intent, explain=explain, headers=headers)
 
 
-def settle(rt: Runtime, request: ChatRequest, intent: Intent, *, explain: bool = True
-           ) -> Decision:
-    """Strategy and anchor for ``request`` of a known ``intent``; ``explain``: see ``rank``.
-    Raises ModelNotFound or ContextLengthExceeded."""
-    plan = rt.strategy.plan(request, intent)
-    return Decision(intent, plan, rank(rt, request, intent, plan, explain=explain))
+def settle(rt: Runtime, request: ChatRequest, intent: Intent, *, explain: bool = True,
+           headers: Mapping[str, str] = NO_HEADERS) -> Decision:
+    """Strategy (matched on the request, its ``intent`` and ``headers``) and anchor;
+    ``explain``: see ``rank``. Raises ModelNotFound or ContextLengthExceeded."""
+    matched = rt.strategy.choose(request, intent, headers)
+    plan = matched.plan
+    return Decision(intent, plan, rank(rt, request, intent, plan, explain=explain), matched)
 
 
-async def route(rt: Runtime, request: ChatRequest) -> Routed:
-    """Serve ``request``: decide, dispatch with failover, and describe the route in headers
-    (``route_headers``, plus ``server-timing`` with the gate's time)."""
+async def route(rt: Runtime, request: ChatRequest,
+                headers: Mapping[str, str] = NO_HEADERS) -> Routed:
+    """Serve ``request`` (its HTTP ``headers`` feed the strategy triggers): decide, dispatch
+    with failover, and describe the route in headers (``route_headers``, plus
+    ``server-timing`` with the gate's time)."""
     started = time.perf_counter()
     intent = await rt.gate.classify(request)
     timing = server_timing((time.perf_counter() - started) * 1000.0)
-    d = settle(rt, request, intent, explain=False)
+    d = settle(rt, request, intent, explain=False, headers=headers)
     if request.stream:
         backend, stream = await dispatch.open_stream(rt.dispatch, request, d.plan, d.candidates)
         return Routed(route_headers(request, d, backend) | timing, stream=stream)
@@ -114,6 +120,8 @@ def _fallback(rt: Runtime, ctx: AnchorContext, backends: list[Backend], attempts
 
 
 def route_headers(request: ChatRequest, d: Decision, backend: Backend) -> dict[str, str]:
-    """``x-request-id`` and the ``x-llmroute-*`` headers describing the decision."""
+    """``x-request-id`` and the ``x-llmroute-*`` headers describing the decision
+    (``x-llmroute-strategy: <strategy_id>@<version>``)."""
     return {"x-request-id": request.request_id, "x-llmroute-backend": backend.id,
-            "x-llmroute-pool": backend.pool, "x-llmroute-intent": d.intent.label}
+            "x-llmroute-pool": backend.pool, "x-llmroute-intent": d.intent.label,
+            "x-llmroute-strategy": d.strategy.header}

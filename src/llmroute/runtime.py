@@ -19,7 +19,7 @@ from llmroute.fuse.breaker import CircuitBreaker
 from llmroute.gate.protocol import Gate
 from llmroute.observe.fuse_events import FuseEventStore
 from llmroute.observe.metrics import Metrics
-from llmroute.strategy.protocol import Strategy
+from llmroute.strategy.book import StrategyBook
 from llmroute.types import Backend
 
 
@@ -37,13 +37,14 @@ class Runtime:
     """The wired router: config, backends by id, and one instance of each part.
 
     ``dispatch`` is dispatch's narrow view of the same parts (``dispatch.Deps``); ``clock``
-    is monotonic seconds, ``wall_clock`` epoch seconds; ``signals`` holds the polled engine
+    is monotonic seconds, ``wall_clock`` epoch seconds; ``strategy`` the loaded strategies
+    (swapped whole on reload); ``signals`` holds the polled engine
     signals; ``fleet`` the local engines, when any were started."""
 
     config: Config
     backends: dict[str, Backend]
     gate: Gate
-    strategy: Strategy
+    strategy: StrategyBook
     profile: Profile
     breaker: CircuitBreaker
     stats: RouterStats

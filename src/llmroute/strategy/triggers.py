@@ -1,0 +1,119 @@
+"""``when`` compiled once at load into a Trigger: the intent labels the index files it under,
+and a tuple of cheap checks (regexes compiled, keyword lists folded into one regex).
+
+Until the gateway policies land, tenant, API-key name and priority class come from the
+request headers named below.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from llmroute.strategy.spec import Range, When
+from llmroute.types import ChatRequest, Intent
+
+TENANT_HEADER = "x-llmroute-tenant"
+API_KEY_HEADER = "x-llmroute-api-key-name"
+PRIORITY_HEADER = "x-llmroute-priority"
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What a trigger reads: the request, the gate's intent and the request's headers
+    (lower-case names, or a case-insensitive mapping)."""
+
+    request: ChatRequest
+    intent: Intent
+    headers: Mapping[str, str]
+
+
+Check = Callable[[Facts], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Trigger:
+    """A compiled ``when``: ``labels`` (empty: any intent) are checked by the index; every
+    check in ``checks`` must hold."""
+
+    labels: frozenset[str]
+    checks: tuple[Check, ...]
+
+    def holds(self, facts: Facts) -> bool:
+        """True when every check holds (the labels are the caller's to check)."""
+        return all(check(facts) for check in self.checks)
+
+
+def compile_when(when: When) -> Trigger:
+    """The Trigger of ``when``; the cheap checks come first so most misses stop early."""
+    checks = [*_intent_checks(when), *_request_checks(when), *_header_checks(when),
+              *_text_checks(when)]
+    return Trigger(frozenset(when.intents), tuple(checks))
+
+
+def _intent_checks(when: When) -> list[Check]:
+    checks: list[Check] = []
+    if when.composite is not None:
+        wanted = when.composite
+        checks.append(lambda f: f.intent.is_composite is wanted)
+    if when.conflict_above is not None:
+        above = when.conflict_above
+        checks.append(lambda f: f.intent.conflict > above)
+    if when.confidence_below is not None:
+        below = when.confidence_below
+        checks.append(lambda f: f.intent.confidence < below)
+    if when.complexity is not None:
+        inside = _range(when.complexity)
+        checks.append(lambda f: inside(f.intent.complexity))
+    return checks
+
+
+def _request_checks(when: When) -> list[Check]:
+    checks: list[Check] = []
+    if when.model:
+        models = frozenset(when.model)
+        checks.append(lambda f: f.request.model in models)
+    if when.prompt_tokens is not None:
+        inside = _range(when.prompt_tokens)
+        checks.append(lambda f: inside(f.request.prompt_tokens))
+    return checks
+
+
+def _header_checks(when: When) -> list[Check]:
+    checks: list[Check] = []
+    for name, values in ((TENANT_HEADER, when.tenant), (API_KEY_HEADER, when.api_key),
+                         (PRIORITY_HEADER, when.priority_class)):
+        if values:
+            checks.append(_header_in(name, frozenset(values)))
+    for name, pattern in when.headers.items():
+        checks.append(_header_matches(name, re.compile(pattern)))
+    return checks
+
+
+def _text_checks(when: When) -> list[Check]:
+    checks: list[Check] = []
+    if when.keywords:
+        words = re.compile("|".join(re.escape(w) for w in when.keywords), re.IGNORECASE)
+        checks.append(lambda f: words.search(f.request.text) is not None)
+    if when.regex is not None:
+        pattern = re.compile(when.regex)
+        checks.append(lambda f: pattern.search(f.request.text) is not None)
+    return checks
+
+
+def _range(r: Range) -> Callable[[float], bool]:
+    low = float("-inf") if r.min is None else r.min
+    high = float("inf") if r.max is None else r.max
+    return lambda x: low <= x <= high
+
+
+def _header_in(name: str, values: frozenset[str]) -> Check:
+    return lambda f: f.headers.get(name) in values
+
+
+def _header_matches(name: str, pattern: re.Pattern[str]) -> Check:
+    def check(f: Facts) -> bool:
+        value = f.headers.get(name)
+        return value is not None and pattern.search(value) is not None
+    return check
