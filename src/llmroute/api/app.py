@@ -23,6 +23,7 @@ from starlette.types import Receive, Scope, Send
 from llmroute.api.debug_backends import debug_backends
 from llmroute.api.debug_fuse import debug_fuse
 from llmroute.api.debug_route import debug_route
+from llmroute.api.debug_strategies import debug_strategies
 from llmroute.api.errors import on_http_error, on_llmroute_error, on_unexpected
 from llmroute.api.exchange import Exchange
 from llmroute.api.metrics import metrics
@@ -91,6 +92,7 @@ def _routes(hot: dict[str, Exchange]) -> list[Route]:
         Route("/ready", ready, methods=["GET"]),
         Route("/debug/backends", debug_backends, methods=["GET"]),
         Route("/debug/route", debug_route, methods=["GET"]),
+        Route("/debug/strategies", debug_strategies, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/debug/fuse", debug_fuse, methods=["GET"]),
     ]

@@ -1,5 +1,5 @@
 """``llmroute`` command line: ``serve``, ``demo``, ``emulate``, ``backends``, ``classify``,
-``gate`` and ``bench``."""
+``gate``, ``strategy`` and ``bench``."""
 
 from __future__ import annotations
 
@@ -36,8 +36,10 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("name", help="overhead, decide, schedule, handoff, gate_quality, …")
     bench.add_argument("args", nargs=argparse.REMAINDER, help="passed to bench/NAME.py")
     from llmroute.cli.gate import add_commands
+    from llmroute.cli.strategy import add_commands as add_strategy_commands
 
     add_commands(sub)
+    add_strategy_commands(sub)
     return p
 
 
@@ -68,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
             from llmroute.cli.bench import run as run_bench
 
             return run_bench(args.name, args.args)
+        if args.command == "strategy":
+            from llmroute.cli.strategy import run as run_strategy
+
+            return run_strategy(args)
         if args.command == "backends":
             from llmroute.cli.anchor import watch
 
