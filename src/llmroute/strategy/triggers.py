@@ -1,5 +1,6 @@
 """``when`` compiled once at load into a Trigger: the intent labels the index files it under,
-and a tuple of cheap checks (regexes compiled, keyword lists folded into one regex).
+and a tuple of cheap checks (regexes compiled; keywords case-folded, looked for in the
+request's case-folded text, which is folded once per request however many strategies ask).
 
 Until the gateway policies land, tenant, API-key name and priority class come from the
 request headers named below.
@@ -19,14 +20,23 @@ API_KEY_HEADER = "x-llmroute-api-key-name"
 PRIORITY_HEADER = "x-llmroute-priority"
 
 
-@dataclass(frozen=True, slots=True)
 class Facts:
-    """What a trigger reads: the request, the gate's intent and the request's headers
-    (lower-case names, or a case-insensitive mapping)."""
+    """What a trigger reads: the ``request``, the gate's ``intent`` and the request's
+    ``headers`` (lower-case names, or a case-insensitive mapping); ``folded`` is the
+    prompt text case-folded, worked out once per request on first use (keyword checks)."""
 
-    request: ChatRequest
-    intent: Intent
-    headers: Mapping[str, str]
+    __slots__ = ("request", "intent", "headers", "_folded")
+
+    def __init__(self, request: ChatRequest, intent: Intent, headers: Mapping[str, str]):
+        self.request, self.intent, self.headers = request, intent, headers
+        self._folded: str | None = None
+
+    @property
+    def folded(self) -> str:
+        """``request.text.casefold()``, computed once."""
+        if self._folded is None:
+            self._folded = self.request.text.casefold()
+        return self._folded
 
 
 Check = Callable[[Facts], bool]
@@ -94,8 +104,8 @@ def _header_checks(when: When) -> list[Check]:
 def _text_checks(when: When) -> list[Check]:
     checks: list[Check] = []
     if when.keywords:
-        words = re.compile("|".join(re.escape(w) for w in when.keywords), re.IGNORECASE)
-        checks.append(lambda f: words.search(f.request.text) is not None)
+        words = tuple(dict.fromkeys(w.casefold() for w in when.keywords))
+        checks.append(lambda f: any(w in f.folded for w in words))
     if when.regex is not None:
         pattern = re.compile(when.regex)
         checks.append(lambda f: pattern.search(f.request.text) is not None)
