@@ -57,12 +57,11 @@ class Trigger:
 
 def compile_when(when: When) -> Trigger:
     """The Trigger of ``when``; the cheap checks come first so most misses stop early."""
-    checks = [*_intent_checks(when), *_request_checks(when), *_header_checks(when),
-              *_text_checks(when)]
+    checks = [*_value_checks(when), *_header_checks(when), *_text_checks(when)]
     return Trigger(frozenset(when.intents), tuple(checks))
 
 
-def _intent_checks(when: When) -> list[Check]:
+def _value_checks(when: When) -> list[Check]:
     checks: list[Check] = []
     if when.composite is not None:
         wanted = when.composite
@@ -73,21 +72,21 @@ def _intent_checks(when: When) -> list[Check]:
     if when.confidence_below is not None:
         below = when.confidence_below
         checks.append(lambda f: f.intent.confidence < below)
-    if when.complexity is not None:
-        inside = _range(when.complexity)
-        checks.append(lambda f: inside(f.intent.complexity))
-    return checks
-
-
-def _request_checks(when: When) -> list[Check]:
-    checks: list[Check] = []
     if when.model:
         models = frozenset(when.model)
         checks.append(lambda f: f.request.model in models)
-    if when.prompt_tokens is not None:
-        inside = _range(when.prompt_tokens)
-        checks.append(lambda f: inside(f.request.prompt_tokens))
+    for bounds, read in ((when.complexity, _complexity), (when.prompt_tokens, _tokens)):
+        if bounds is not None:
+            checks.append(_within(bounds, read))
     return checks
+
+
+def _complexity(f: Facts) -> float:
+    return f.intent.complexity
+
+
+def _tokens(f: Facts) -> float:
+    return f.request.prompt_tokens
 
 
 def _header_checks(when: When) -> list[Check]:
@@ -112,10 +111,10 @@ def _text_checks(when: When) -> list[Check]:
     return checks
 
 
-def _range(r: Range) -> Callable[[float], bool]:
+def _within(r: Range, read: Callable[[Facts], float]) -> Check:
     low = float("-inf") if r.min is None else r.min
     high = float("inf") if r.max is None else r.max
-    return lambda x: low <= x <= high
+    return lambda f: low <= read(f) <= high
 
 
 def _header_in(name: str, values: frozenset[str]) -> Check:
