@@ -31,6 +31,10 @@ from llmroute.errors import ConfigError
 
 _ID = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 
+Problem = tuple[tuple[Any, ...], str]
+"""``(loc, message)``: a field path (keys and list indices, as pydantic gives them) and what
+is wrong there."""
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -237,8 +241,18 @@ class GateConfig(_Strict):
         return "off" if v is False else v
 
 
+class StrategiesConfig(_Strict):
+    """Strategy files (docs/strategies.md): ``dir`` holds one YAML or JSON strategy a file
+    (a relative path is read from the config file's folder, the embedded default's from the
+    ``llmroute.local`` package); ``watch`` reloads changed files while serving."""
+
+    dir: str = Field(min_length=1)
+    watch: bool = True
+
+
 class Config(_Strict):
-    """The whole configuration; ``source`` is the file it came from (for messages)."""
+    """The whole configuration; ``source`` is the file it came from (for messages);
+    ``strategies`` absent: every request gets the built-in ``single`` strategy."""
 
     server: ServerConfig = ServerConfig()
     timeouts: TimeoutConfig = TimeoutConfig()
@@ -252,12 +266,13 @@ class Config(_Strict):
     gate: GateConfig = GateConfig()
     auth: AuthConfig = AuthConfig()
     limits: LimitsConfig = LimitsConfig()
+    strategies: StrategiesConfig | None = None
     source: str = "<memory>"
 
 
-def _reference_problems(cfg: Config) -> list[tuple[tuple[Any, ...], str]]:
+def _reference_problems(cfg: Config) -> list[Problem]:
     """Cross-references pydantic cannot see: ``[(loc, message), …]``, empty when sound."""
-    problems: list[tuple[tuple[Any, ...], str]] = []
+    problems: list[Problem] = []
     ids = [b.id for b in cfg.backends]
     for i, b in enumerate(cfg.backends):
         if ids.index(b.id) != i:
@@ -283,6 +298,10 @@ def _unknown_pool(name: str, cfg: Config) -> str:
     return f"unknown pool {name!r} (pools: {', '.join(cfg.pools)})"
 
 
+EMBEDDED = "<embedded default>"
+"""``Config.source`` of the embedded default (``local/default.yaml``)."""
+
+
 def load_config(path: str | Path | None = None) -> Config:
     """Load and validate a YAML config; ``None`` loads the embedded default.
 
@@ -291,7 +310,7 @@ def load_config(path: str | Path | None = None) -> Config:
     """
     if path is None:
         ref = importlib.resources.files("llmroute.local") / "default.yaml"
-        return parse_config(ref.read_text(encoding="utf-8"), "<embedded default>")
+        return parse_config(ref.read_text(encoding="utf-8"), EMBEDDED)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -301,27 +320,37 @@ def load_config(path: str | Path | None = None) -> Config:
 
 def parse_config(text: str, source: str) -> Config:
     """Validate YAML ``text``; ``source`` names it in error messages. Raises ConfigError."""
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}:{_yaml_line(exc)}: invalid YAML: {_yaml_problem(exc)}") from exc
+    data, root = read_yaml(text, source)
     if not isinstance(data, dict):
         raise ConfigError(f"{source}:1: the top level must be a mapping")
     try:
         cfg = Config.model_validate({**data, "source": source})
     except ValidationError as exc:
-        problems = [(_clean_loc(e["loc"]), e["msg"]) for e in exc.errors()]
-        raise ConfigError(_describe(problems, root, source)) from exc
+        raise ConfigError(describe(validation_problems(exc), root, source)) from exc
     problems = _reference_problems(cfg)
     if problems:
-        raise ConfigError(_describe(problems, root, source))
+        raise ConfigError(describe(problems, root, source))
     return cfg
 
 
-def _describe(problems: list[tuple[tuple[Any, ...], str]], root: yaml.Node | None,
-              source: str) -> str:
-    """One ``file:line: field: message`` line per problem."""
+def read_yaml(text: str, source: str) -> tuple[Any, yaml.Node | None]:
+    """``(data, root node)`` of YAML (or JSON) ``text``; the node gives ``describe`` its
+    line numbers. Raises ConfigError ``source:line: invalid YAML: …``."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}:{_yaml_line(exc)}: invalid YAML: {_yaml_problem(exc)}") from exc
+    return data, root
+
+
+def validation_problems(exc: ValidationError) -> list[Problem]:
+    """A pydantic ValidationError as ``[(loc, message), …]`` (union/function tags dropped)."""
+    return [(_clean_loc(e["loc"]), e["msg"]) for e in exc.errors()]
+
+
+def describe(problems: list[Problem], root: yaml.Node | None, source: str) -> str:
+    """One ``file:line: field: message`` line per problem; ``root`` is ``read_yaml``'s node."""
     lines = []
     for loc, msg in problems:
         field = ".".join(str(p) for p in loc) or "(top level)"

@@ -17,6 +17,7 @@ from llmroute.errors import ContextLengthExceeded
 from llmroute.policy.auth import Caller
 from llmroute.policy.usage import Metered, answer_tokens
 from llmroute.runtime import Runtime
+from llmroute.strategy.protocol import NO_HEADERS, Matched
 from llmroute.types import Backend, Candidate, ChatRequest, Intent, RoutePlan
 
 
@@ -31,27 +32,30 @@ class Routed:
 
 @dataclass(frozen=True)
 class Decision:
-    """What the router would do for a request, without sending it."""
+    """What the router would do for a request, without sending it; ``strategy`` is the
+    strategy that planned it (and the strategy set it was matched against)."""
 
     intent: Intent
     plan: RoutePlan
     candidates: list[Candidate]
+    strategy: Matched
 
 
 async def decide(rt: Runtime, request: ChatRequest, intent: Intent | None = None, *,
-                 explain: bool = True) -> Decision:
+                 explain: bool = True, headers: Mapping[str, str] = NO_HEADERS) -> Decision:
     """Gate (unless ``intent`` is given), then ``settle``. Raises ModelNotFound or
     ContextLengthExceeded."""
     intent = intent if intent is not None else await rt.gate.classify(request)
-    return settle(rt, request, intent, explain=explain)
+    return settle(rt, request, intent, explain=explain, headers=headers)
 
 
-def settle(rt: Runtime, request: ChatRequest, intent: Intent, *, explain: bool = True
-           ) -> Decision:
-    """Strategy and anchor for ``request`` of a known ``intent``; ``explain``: see ``rank``.
-    Raises ModelNotFound or ContextLengthExceeded."""
-    plan = rt.strategy.plan(request, intent)
-    return Decision(intent, plan, rank(rt, request, intent, plan, explain=explain))
+def settle(rt: Runtime, request: ChatRequest, intent: Intent, *, explain: bool = True,
+           headers: Mapping[str, str] = NO_HEADERS) -> Decision:
+    """Strategy (matched on the request, its ``intent`` and ``headers``) and anchor;
+    ``explain``: see ``rank``. Raises ModelNotFound or ContextLengthExceeded."""
+    matched = rt.strategy.choose(request, intent, headers)
+    plan = matched.plan
+    return Decision(intent, plan, rank(rt, request, intent, plan, explain=explain), matched)
 
 
 async def authenticate(rt: Runtime, headers: Mapping[str, str]) -> Caller | None:
@@ -60,33 +64,36 @@ async def authenticate(rt: Runtime, headers: Mapping[str, str]) -> Caller | None
     return None if rt.policy is None else await rt.policy.authenticate(headers)
 
 
-async def route(rt: Runtime, request: ChatRequest, caller: Caller | None = None) -> Routed:
-    """Serve ``request`` for ``caller`` (None: auth off): admit (403/429; a refusal costs
-    nothing after it), ``serve``, then reconcile the reservation with the real usage —
-    now for JSON, when the stream ends for SSE — and add the ``x-ratelimit-*`` headers."""
+async def route(rt: Runtime, request: ChatRequest, caller: Caller | None = None,
+                headers: Mapping[str, str] = NO_HEADERS) -> Routed:
+    """Serve ``request`` for ``caller`` (None: auth off; its HTTP ``headers`` feed the
+    strategy triggers): admit (403/429; a refusal costs nothing after it), ``serve``, then
+    reconcile the reservation with the real usage — now for JSON, when the stream ends for
+    SSE — and add the ``x-ratelimit-*`` headers."""
     if caller is None or rt.policy is None:
-        return await serve(rt, request)
+        return await serve(rt, request, None, headers)
     ticket = await rt.policy.admit(caller, request)
     try:
-        routed = await serve(rt, request, caller)
+        routed = await serve(rt, request, caller, headers)
     except BaseException:
         await ticket.settle(None)  # nothing served: every reserved token goes back
         raise
-    headers = routed.headers | ticket.headers
+    out = routed.headers | ticket.headers
     if routed.stream is not None:
-        return Routed(headers, stream=Metered(routed.stream, ticket, request.prompt_tokens))
+        return Routed(out, stream=Metered(routed.stream, ticket, request.prompt_tokens))
     await ticket.settle(answer_tokens(request, routed.body))
-    return Routed(headers, body=routed.body)
+    return Routed(out, body=routed.body)
 
 
-async def serve(rt: Runtime, request: ChatRequest, caller: Caller | None = None) -> Routed:
-    """Decide, dispatch with failover, and describe the route in headers (``route_headers``,
-    plus ``server-timing`` with the gate's time). Raises PermissionDenied (403) when the
-    plan's pool is not one ``caller``'s key may use."""
+async def serve(rt: Runtime, request: ChatRequest, caller: Caller | None = None,
+                headers: Mapping[str, str] = NO_HEADERS) -> Routed:
+    """Decide (the strategy matched on ``headers`` too), dispatch with failover, and describe
+    the route in headers (``route_headers``, plus ``server-timing`` with the gate's time).
+    Raises PermissionDenied (403) when the plan's pool is not one ``caller``'s key may use."""
     started = time.perf_counter()
     intent = await rt.gate.classify(request)
     timing = server_timing((time.perf_counter() - started) * 1000.0)
-    d = settle(rt, request, intent, explain=False)
+    d = settle(rt, request, intent, explain=False, headers=headers)
     if caller is not None:
         caller.check_pool(d.plan.pool)
     if request.stream:
@@ -145,6 +152,8 @@ def _fallback(rt: Runtime, ctx: AnchorContext, backends: list[Backend], attempts
 
 
 def route_headers(request: ChatRequest, d: Decision, backend: Backend) -> dict[str, str]:
-    """``x-request-id`` and the ``x-llmroute-*`` headers describing the decision."""
+    """``x-request-id`` and the ``x-llmroute-*`` headers describing the decision
+    (``x-llmroute-strategy: <strategy_id>@<version>``)."""
     return {"x-request-id": request.request_id, "x-llmroute-backend": backend.id,
-            "x-llmroute-pool": backend.pool, "x-llmroute-intent": d.intent.label}
+            "x-llmroute-pool": backend.pool, "x-llmroute-intent": d.intent.label,
+            "x-llmroute-strategy": d.strategy.header}

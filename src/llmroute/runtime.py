@@ -20,7 +20,7 @@ from llmroute.gate.protocol import Gate
 from llmroute.observe.fuse_events import FuseEventStore
 from llmroute.observe.metrics import Metrics
 from llmroute.policy.gateway import Policy
-from llmroute.strategy.protocol import Strategy
+from llmroute.strategy.book import StrategyBook
 from llmroute.types import Backend
 
 
@@ -38,14 +38,15 @@ class Runtime:
     """The wired router: config, backends by id, and one instance of each part.
 
     ``dispatch`` is dispatch's narrow view of the same parts (``dispatch.Deps``); ``clock``
-    is monotonic seconds, ``wall_clock`` epoch seconds; ``signals`` holds the polled engine
-    signals; ``fleet`` the local engines, when any were started; ``policy`` the gateway
-    policies (keys, limits), None with auth off."""
+    is monotonic seconds, ``wall_clock`` epoch seconds; ``strategy`` the loaded strategies
+    (swapped whole on reload); ``signals`` holds the polled engine signals; ``fleet`` the
+    local engines, when any were started; ``policy`` the gateway policies (keys, limits),
+    None with auth off."""
 
     config: Config
     backends: dict[str, Backend]
     gate: Gate
-    strategy: Strategy
+    strategy: StrategyBook
     profile: Profile
     breaker: CircuitBreaker
     stats: RouterStats

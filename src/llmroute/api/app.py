@@ -24,6 +24,7 @@ from llmroute.api.admin import create_key, list_keys, operator, revoke_key
 from llmroute.api.debug_backends import debug_backends
 from llmroute.api.debug_fuse import debug_fuse
 from llmroute.api.debug_route import debug_route
+from llmroute.api.debug_strategies import debug_strategies
 from llmroute.api.errors import on_http_error, on_llmroute_error, on_unexpected
 from llmroute.api.exchange import Exchange
 from llmroute.api.metrics import metrics
@@ -92,6 +93,7 @@ def _routes(hot: dict[str, Exchange]) -> list[Route]:
         Route("/ready", ready, methods=["GET"]),
         Route("/debug/backends", operator(debug_backends), methods=["GET"]),
         Route("/debug/route", operator(debug_route), methods=["GET"]),
+        Route("/debug/strategies", operator(debug_strategies), methods=["GET"]),
         Route("/metrics", operator(metrics, metrics=True), methods=["GET"]),
         Route("/debug/fuse", operator(debug_fuse), methods=["GET"]),
         Route("/admin/keys", operator(list_keys), methods=["GET"]),

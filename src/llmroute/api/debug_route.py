@@ -1,9 +1,11 @@
 """``GET /debug/route?query=…``: what the router would do with a prompt, sending nothing.
 
 Answers ``{"query", "intent": {label, confidence, runners_up, conflict, entropy, composite,
-source}, "complexity", "plan": {pool, reason, backend_ids, fallback_ids, max_attempts},
-"backend", "candidates": [{"backend", "score", "scores"}, …]}``; ``backend`` is the
-would-be first choice. A missing ``query`` is a 400 (InvalidRequest).
+source}, "complexity", "strategy": {strategy_id, version, kind, header}, "plan": {pool,
+reason, backend_ids, fallback_ids, max_attempts}, "backend", "candidates": [{"backend",
+"score", "scores"}, …]}``; ``backend`` is the would-be first choice. The strategy triggers
+read this request's own headers (``x-llmroute-tenant`` …). A missing ``query`` is a 400
+(InvalidRequest).
 """
 
 from __future__ import annotations
@@ -28,11 +30,14 @@ async def debug_route(request: Request) -> Response:
         raise InvalidRequest("query parameter 'query' is required", param="query")
     chat = prompt_request(query)
     intent = await rt.gate.classify(chat)
-    d = await pipeline.decide(rt, chat, intent)
+    d = await pipeline.decide(rt, chat, intent, headers=request.headers)
+    s = d.strategy
     return json_response({
         "query": query,
         "intent": {k: v for k, v in asdict(intent).items() if k != "complexity"},
         "complexity": intent.complexity,
+        "strategy": {"strategy_id": s.strategy_id, "version": s.version, "kind": s.kind,
+                     "header": s.header},
         "plan": asdict(d.plan),
         "backend": d.candidates[0].backend.id if d.candidates else None,
         "candidates": [{"backend": c.backend.id, "score": round(c.score, 4),

@@ -71,7 +71,7 @@ class Exchange:
         chat = self._parse(body, request_id(request))
         async with DisconnectWatch(request.receive) as watch:
             try:
-                routed = await pipeline.route(rt, chat, caller)
+                routed = await pipeline.route(rt, chat, caller, request.headers)
                 if routed.stream is None:
                     await _send_json(send, routed.body, routed.headers)
                 else:

@@ -24,6 +24,7 @@ from llmroute.anchor.store import SignalStore
 from llmroute.assemble.anchor import anchor_shared, build_profile, make_collector
 from llmroute.assemble.gate import make_gate
 from llmroute.assemble.policy import build_policy
+from llmroute.assemble.strategies import make_book, watch_strategies
 from llmroute.backends.client import BackendClient
 from llmroute.config import BackendConfig, Config
 from llmroute.dispatch import Deps
@@ -32,7 +33,6 @@ from llmroute.local.engines import EngineFleet, EngineSpec
 from llmroute.observe.fuse_events import FuseEventStore
 from llmroute.observe.metrics import Metrics
 from llmroute.runtime import Runtime
-from llmroute.strategy.single import SingleStrategy
 from llmroute.types import Backend
 
 Progress = Callable[[float, str], None]
@@ -63,16 +63,16 @@ def _backend(b: BackendConfig, urls: dict[str, str]) -> Backend:
 
 def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSession,
          fleet: EngineFleet | None = None) -> Runtime:
-    """Assemble a Runtime over ``backends`` (no I/O); its requests go through ``session``."""
+    """Assemble a Runtime over ``backends`` (no network I/O; reads the strategy files); its
+    requests go through ``session``. Raises ConfigError for a bad strategy file."""
     breaker = CircuitBreaker(config.breaker)
     shared = anchor_shared(config)
     profile = build_profile(config.anchor, register_builtins(), shared)
     store = SignalStore(config.anchor.stale_after_s)
-    strategy = SingleStrategy(backends, config.routing.intents, config.routing.default_pool,
-                              config.retry.max_attempts)
     stats = RouterStats.for_backends(list(backends), store.fresh, breaker.views)
     send = dispatch_deps(config, backends, BackendClient(session, config.timeouts), breaker,
                          stats, shared.affinity)
+    strategy = make_book(config, backends, send.wall_clock, send.metrics.registry)
     return Runtime(config, backends, make_gate(config), strategy, profile, breaker, stats,
                    send.metrics, send.fuse_events, send, send.clock, send.wall_clock,
                    signals=store, fleet=fleet,
@@ -119,6 +119,7 @@ async def open_runtime(config: Config, progress: Progress | None = None
         rt.metrics.registry.register(rt.gate.health)
         stack.push_async_callback(rt.gate.close)
         await _start_collector(stack, rt)
+        await stack.enter_async_context(watch_strategies(config, rt.strategy))
         yield rt
 
 

@@ -1,5 +1,5 @@
 """``llmroute`` command line: ``serve``, ``demo``, ``emulate``, ``backends``, ``classify``,
-``gate``, ``keys``, ``tenants`` and ``bench``."""
+``gate``, ``strategy``, ``keys``, ``tenants`` and ``bench``."""
 
 from __future__ import annotations
 
@@ -37,8 +37,10 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("args", nargs=argparse.REMAINDER, help="passed to bench/NAME.py")
     from llmroute.cli.gate import add_commands
     from llmroute.cli.keys import add_commands as add_key_commands
+    from llmroute.cli.strategy import add_commands as add_strategy_commands
 
     add_commands(sub)
+    add_strategy_commands(sub)
     add_key_commands(sub)
     return p
 
@@ -70,6 +72,10 @@ def main(argv: list[str] | None = None) -> int:
             from llmroute.cli.bench import run as run_bench
 
             return run_bench(args.name, args.args)
+        if args.command == "strategy":
+            from llmroute.cli.strategy import run as run_strategy
+
+            return run_strategy(args)
         if args.command == "backends":
             from llmroute.cli.anchor import watch
 

@@ -3,32 +3,64 @@
 ``model: auto`` maps the gate's intent label through ``routing.intents`` (default pool
 otherwise). The plan's fallback is every other backend, the default pool's first, so a dead
 pool still gets an answer from a live engine before the request fails.
+
+From a strategy file (``kind: single``, ``SingleSpec``): ``pool`` sends every request the
+strategy matches to that pool, whatever its ``model`` names (add ``when: {model: [auto]}``
+to leave explicit models alone); without ``pool`` the routing above applies, with the
+file's ``intents`` (label → pool) over the config's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any, Literal
 
 from llmroute.errors import ModelNotFound
+from llmroute.strategy.spec import StrategySpec
+from llmroute.strategy.protocol import KindContext
 from llmroute.types import Backend, ChatRequest, Intent, RoutePlan
 
 AUTO = "auto"
 
 
+class SingleSpec(StrategySpec):
+    """``kind: single``: ``pool`` (serve every matched request there) or ``intents``
+    (intent label → pool, over the config's ``routing.intents``)."""
+
+    kind: Literal["single"]
+    pool: str | None = None
+    intents: dict[str, str] = {}
+
+    def pool_refs(self) -> list[tuple[tuple[Any, ...], str]]:
+        """The pool and every pool ``intents`` names."""
+        refs = [(("intents", label), pool) for label, pool in self.intents.items()]
+        return [(("pool",), self.pool), *refs] if self.pool is not None else refs
+
+
+def build_single(spec: SingleSpec, ctx: KindContext) -> SingleStrategy:
+    """The SingleStrategy a ``single`` file describes, over the router's backends."""
+    return SingleStrategy(ctx.backends, {**ctx.intents, **spec.intents}, ctx.default_pool,
+                          ctx.max_attempts, pool=spec.pool)
+
+
 class SingleStrategy:
-    """Routes to one pool; ``backends`` in config order, ``intents`` label → pool name."""
+    """Routes to one pool; ``backends`` in config order, ``intents`` label → pool name;
+    ``pool`` (when given) serves every request whatever its ``model``."""
 
     def __init__(self, backends: Mapping[str, Backend], intents: Mapping[str, str],
-                 default_pool: str, max_attempts: int = 3):
+                 default_pool: str, max_attempts: int = 3, pool: str | None = None):
+        self._pinned = pool
         self._backends = dict(backends)
         self._intents = dict(intents)
         self._default = default_pool
         self._max_attempts = max_attempts
         self._pools = {b.pool for b in self._backends.values()}
-        self._members = {pool: self._members_of(pool) for pool in {*self._pools, default_pool}}
+        self._members = {p: self._members_of(p) for p in {*self._pools, default_pool}}
 
     def plan(self, request: ChatRequest, intent: Intent) -> RoutePlan:
         """RoutePlan for ``request``. Raises ModelNotFound for an unknown ``model``."""
+        if self._pinned is not None:
+            return self._pool_plan(self._pinned, f"strategy pool {self._pinned}")
         if request.model == AUTO:
             pool = self._intents.get(intent.label, self._default)
             return self._pool_plan(pool, f"intent {intent.label} → pool {pool}")

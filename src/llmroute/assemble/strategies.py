@@ -1,0 +1,75 @@
+"""The strategy book of a config: load the ``strategies.dir`` files (or none) and watch them.
+
+Start-up reads the files synchronously (a bad file stops the start with file:line: field
+messages); while serving, ``watch_strategies`` reloads them on change (see
+``strategy/book.py``). Without a ``strategies`` section every request gets the built-in
+``single`` strategy, exactly as before strategy files existed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.resources
+from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+from llmroute.config import EMBEDDED, Config
+from llmroute.strategy.book import StrategyBook, watch
+from llmroute.strategy.loader import Loader
+from llmroute.strategy.protocol import KindContext
+from llmroute.strategy.registry import register_builtins
+from llmroute.types import Backend
+
+
+def strategy_dir(config: Config) -> Path | None:
+    """The strategies directory: ``strategies.dir``, a relative one read from the config
+    file's folder (the embedded default's: the ``llmroute.local`` package); None without a
+    ``strategies`` section."""
+    if config.strategies is None:
+        return None
+    path = Path(config.strategies.dir).expanduser()
+    if path.is_absolute():
+        return path
+    if config.source == EMBEDDED:
+        return Path(str(importlib.resources.files("llmroute.local"))) / path
+    source = Path(config.source)
+    return (source.parent if source.is_file() else Path.cwd()) / path
+
+
+def make_loader(config: Config, backends: Mapping[str, Backend]) -> Loader:
+    """A Loader of the built-in kinds over ``backends`` and the config's routing."""
+    ctx = KindContext(backends, config.routing.intents, config.routing.default_pool,
+                      config.retry.max_attempts)
+    return Loader(register_builtins(), ctx)
+
+
+def make_book(config: Config, backends: Mapping[str, Backend], wall_clock: Callable[[], float],
+              registry: CollectorRegistry | None = None) -> StrategyBook:
+    """The StrategyBook of ``config`` with its files loaded. Raises ConfigError naming
+    file:line: field for every bad strategy file."""
+    loader = make_loader(config, backends)
+    directory = strategy_dir(config)
+    if directory is None:
+        return StrategyBook(loader.builtin(), None, wall_clock, registry)
+    return StrategyBook(loader.load_dir(directory), lambda: loader.load_dir(directory),
+                        wall_clock, registry, str(directory))
+
+
+@contextlib.asynccontextmanager
+async def watch_strategies(config: Config, book: StrategyBook) -> AsyncIterator[None]:
+    """While the block runs, reload ``book`` when its files change (when the config has
+    ``strategies.watch``)."""
+    directory = strategy_dir(config)
+    if directory is None or config.strategies is None or not config.strategies.watch:
+        yield
+        return
+    task = asyncio.create_task(watch(book, directory))
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

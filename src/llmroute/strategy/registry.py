@@ -1,0 +1,71 @@
+"""Strategy kinds by name: ``register_builtins()`` and the JSON Schema of a strategy file.
+
+A kind is its file model (a ``StrategySpec`` subclass whose ``kind`` is a ``Literal`` of the
+name) and a factory ``build(spec, KindContext) -> Strategy`` (no I/O). A new kind is a module
+under ``strategy/`` plus one ``register`` line in ``register_builtins``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Union
+
+from pydantic import Field, TypeAdapter
+
+from llmroute.strategy.protocol import KindContext, Strategy
+from llmroute.strategy.single import SingleSpec, build_single
+from llmroute.strategy.spec import StrategySpec
+
+SCHEMA_ID = "https://llmroute.dev/schemas/strategy.json"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One strategy kind: ``name`` (the file's ``kind``), its file model ``spec`` and its
+    factory ``build``."""
+
+    name: str
+    spec: type[StrategySpec]
+    build: Callable[[Any, KindContext], Strategy]
+
+
+class KindRegistry:
+    """Kinds by name. ``register`` raises ValueError for a name registered twice."""
+
+    def __init__(self) -> None:
+        self._kinds: dict[str, Kind] = {}
+
+    def register(self, kind: Kind) -> None:
+        """Add ``kind``. Raises ValueError when its name is taken."""
+        if kind.name in self._kinds:
+            raise ValueError(f"strategy kind {kind.name!r} is already registered")
+        self._kinds[kind.name] = kind
+
+    def get(self, name: Any) -> Kind | None:
+        """The kind called ``name``, or None."""
+        return self._kinds.get(name) if isinstance(name, str) else None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The registered kind names, in registration order."""
+        return tuple(self._kinds)
+
+    def schema(self) -> dict[str, Any]:
+        """The JSON Schema (draft 2020-12) of a strategy file: one of the kinds' models,
+        told apart by ``kind``."""
+        specs = [k.spec for k in self._kinds.values()]
+        if len(specs) == 1:
+            schema = specs[0].model_json_schema()
+        else:
+            union = Annotated[Union[tuple(specs)], Field(discriminator="kind")]  # noqa: UP007
+            schema = TypeAdapter(union).json_schema()
+        return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID,
+                **schema, "title": "llmroute strategy"}
+
+
+def register_builtins() -> KindRegistry:
+    """A registry holding every built-in kind (today: ``single``)."""
+    registry = KindRegistry()
+    registry.register(Kind("single", SingleSpec, build_single))
+    return registry

@@ -1,0 +1,128 @@
+"""``when`` compiled once at load into a Trigger: the intent labels the index files it under,
+and a tuple of cheap checks (regexes compiled; keywords case-folded, looked for in the
+request's case-folded text, which is folded once per request however many strategies ask).
+
+Until the gateway policies land, tenant, API-key name and priority class come from the
+request headers named below.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from llmroute.strategy.spec import Range, When
+from llmroute.types import ChatRequest, Intent
+
+TENANT_HEADER = "x-llmroute-tenant"
+API_KEY_HEADER = "x-llmroute-api-key-name"
+PRIORITY_HEADER = "x-llmroute-priority"
+
+
+class Facts:
+    """What a trigger reads: the ``request``, the gate's ``intent`` and the request's
+    ``headers`` (lower-case names, or a case-insensitive mapping); ``folded`` is the
+    prompt text case-folded, worked out once per request on first use (keyword checks)."""
+
+    __slots__ = ("request", "intent", "headers", "_folded")
+
+    def __init__(self, request: ChatRequest, intent: Intent, headers: Mapping[str, str]):
+        self.request, self.intent, self.headers = request, intent, headers
+        self._folded: str | None = None
+
+    @property
+    def folded(self) -> str:
+        """``request.text.casefold()``, computed once."""
+        if self._folded is None:
+            self._folded = self.request.text.casefold()
+        return self._folded
+
+
+Check = Callable[[Facts], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Trigger:
+    """A compiled ``when``: ``labels`` (empty: any intent) are checked by the index; every
+    check in ``checks`` must hold."""
+
+    labels: frozenset[str]
+    checks: tuple[Check, ...]
+
+    def holds(self, facts: Facts) -> bool:
+        """True when every check holds (the labels are the caller's to check)."""
+        return all(check(facts) for check in self.checks)
+
+
+def compile_when(when: When) -> Trigger:
+    """The Trigger of ``when``; the cheap checks come first so most misses stop early."""
+    checks = [*_value_checks(when), *_header_checks(when), *_text_checks(when)]
+    return Trigger(frozenset(when.intents), tuple(checks))
+
+
+def _value_checks(when: When) -> list[Check]:
+    checks: list[Check] = []
+    if when.composite is not None:
+        wanted = when.composite
+        checks.append(lambda f: f.intent.is_composite is wanted)
+    if when.conflict_above is not None:
+        above = when.conflict_above
+        checks.append(lambda f: f.intent.conflict > above)
+    if when.confidence_below is not None:
+        below = when.confidence_below
+        checks.append(lambda f: f.intent.confidence < below)
+    if when.model:
+        models = frozenset(when.model)
+        checks.append(lambda f: f.request.model in models)
+    for bounds, read in ((when.complexity, _complexity), (when.prompt_tokens, _tokens)):
+        if bounds is not None:
+            checks.append(_within(bounds, read))
+    return checks
+
+
+def _complexity(f: Facts) -> float:
+    return f.intent.complexity
+
+
+def _tokens(f: Facts) -> float:
+    return f.request.prompt_tokens
+
+
+def _header_checks(when: When) -> list[Check]:
+    checks: list[Check] = []
+    for name, values in ((TENANT_HEADER, when.tenant), (API_KEY_HEADER, when.api_key),
+                         (PRIORITY_HEADER, when.priority_class)):
+        if values:
+            checks.append(_header_in(name, frozenset(values)))
+    for name, pattern in when.headers.items():
+        checks.append(_header_matches(name, re.compile(pattern)))
+    return checks
+
+
+def _text_checks(when: When) -> list[Check]:
+    checks: list[Check] = []
+    if when.keywords:
+        words = tuple(dict.fromkeys(w.casefold() for w in when.keywords))
+        checks.append(lambda f: any(w in f.folded for w in words))
+    if when.regex is not None:
+        pattern = re.compile(when.regex)
+        checks.append(lambda f: pattern.search(f.request.text) is not None)
+    return checks
+
+
+def _within(r: Range, read: Callable[[Facts], float]) -> Check:
+    low = float("-inf") if r.min is None else r.min
+    high = float("inf") if r.max is None else r.max
+    return lambda f: low <= read(f) <= high
+
+
+def _header_in(name: str, values: frozenset[str]) -> Check:
+    return lambda f: f.headers.get(name) in values
+
+
+def _header_matches(name: str, pattern: re.Pattern[str]) -> Check:
+    def check(f: Facts) -> bool:
+        value = f.headers.get(name)
+        return value is not None and pattern.search(value) is not None
+    return check
