@@ -69,3 +69,18 @@ async def test_debug_route_reads_the_request_headers_for_triggers(tmp_path):
             online = await client.get("/debug/route", params={"query": "hi"})
     assert batch.json()["strategy"]["header"] == "batch@1"
     assert online.json()["strategy"]["header"] == "builtin-single@0"
+
+
+async def test_a_header_trigger_fires_on_a_served_request(tmp_path):
+    (tmp_path / "batch.json").write_text(
+        '{"strategy_id": "batch", "version": 1, "kind": "single", "pool": "errors",'
+        ' "when": {"priority_class": ["batch"]}}', encoding="utf-8")
+    hi = {**BODY, "messages": [{"role": "user", "content": "hi"}]}
+    async with serve_upstream(["ok"]) as a, serve_upstream(["ok"]) as b:
+        async with open_router(config(a.base_url, b.base_url, tmp_path)) as (_, client):
+            batch = await client.post(CHAT, json=hi, headers={"x-llmroute-priority": "batch"})
+            online = await client.post(CHAT, json=hi)
+    assert (batch.headers["x-llmroute-strategy"], batch.headers["x-llmroute-pool"]) == \
+        ("batch@1", "errors")
+    assert online.headers["x-llmroute-strategy"] == "builtin-single@0"
+    assert len(b.requests) == 1
