@@ -69,7 +69,7 @@ def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSe
     store = SignalStore(config.anchor.stale_after_s)
     strategy = SingleStrategy(backends, config.routing.intents, config.routing.default_pool,
                               config.retry.max_attempts)
-    stats = RouterStats.for_backends(list(backends), store.fresh, breaker.views)
+    stats = RouterStats.for_backends(list(backends), store.fresh, breaker.views, store.dark)
     send = dispatch_deps(config, backends, BackendClient(session, config.timeouts), breaker,
                          stats, shared.affinity)
     return Runtime(config, backends, make_gate(config), strategy, profile, breaker, stats,
