@@ -36,8 +36,8 @@ NaN for missing (each candidate's signals are looked up once per decision and sh
 ``engine_rows``, ``stats_rows``), and columns that are complete and inside [0, 1] —
 checked by ``sum``, ``min`` and ``max`` in C — are added two per comprehension; only a
 column with gaps or out-of-range values takes the per-backend path. With no dark backend
-(the common case) the dark rules cost one truthiness test of an empty set. Per-backend ``scores``
-dicts are built for the returned candidates only (``rank(…, limit=k)``: the first ``k`` in
+(the common case) the dark rules cost one truthiness test of an empty set. Per-backend
+``scores`` dicts are built for the returned candidates only (``rank(…, limit=k)``: the first ``k`` in
 the picker's order). ``bench/decide.py`` measures it.
 """
 

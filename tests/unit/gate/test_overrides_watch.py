@@ -122,3 +122,26 @@ def test_config_changes_names_sections_and_gate_fields() -> None:
                        "timeouts: {ttft_s: 2}\n", "new")
     assert config_changes(old, new) == ["timeouts", "gate.rules", "gate.cache_ttl_s"]
     assert config_changes(old, parse_config(yaml("kubernetes"), "elsewhere")) == []
+
+
+def configmap_version(root: Path, version: str, text: str) -> None:
+    """Kubernetes' ConfigMap volume update: a new ``..VERSION`` folder, then an atomic swap
+    of the ``..data`` link to it (``router.yaml`` is a link through ``..data``)."""
+    folder = root / f"..{version}"
+    folder.mkdir()
+    (folder / "router.yaml").write_text(text)
+    tmp = root / "..data_tmp"
+    tmp.symlink_to(folder.name)
+    os.replace(tmp, root / "..data")
+
+
+async def test_configmap_link_swaps_are_seen_every_time(tmp_path: Path) -> None:
+    configmap_version(tmp_path, "v1", yaml("kubernetes"))
+    path = tmp_path / "router.yaml"
+    path.symlink_to("..data/router.yaml")
+    async with watching(path) as (rules, _):
+        configmap_version(tmp_path, "v2", yaml("terraform"))
+        assert await until(lambda: rules.reloads == 1)
+        configmap_version(tmp_path, "v3", yaml("ansible"))
+        assert await until(lambda: rules.reloads == 2)
+    assert rules.match("ansible") == "code" and rules.match("terraform") is None
