@@ -249,13 +249,17 @@ class EngineSignals:
 class MetricsSnapshot:
     """Every signal known for the candidate set at one instant: ``stats`` per backend id
     (the router's own view), ``engines`` per backend id (the fresh engine/GPU signals; a
-    backend without fresh signals is absent) and ``breakers`` per backend id (the circuit
-    breaker's view; a backend absent from it is closed)."""
+    backend without fresh signals is absent), ``breakers`` per backend id (the circuit
+    breaker's view; a backend absent from it is closed) and ``dark``: the polled backends
+    the collector has lost sight of (last poll failed, or signals older than
+    ``stale_after_s``; ``anchor/store.py``), which the profile ranks after every other
+    backend. A backend that is not polled (no metrics) or not polled yet is never dark."""
 
     stats: dict[str, BackendStats] = field(default_factory=dict)
     taken_at: float = 0.0
     engines: Mapping[str, EngineSignals] = field(default_factory=dict)
     breakers: Mapping[str, BreakerView] = field(default_factory=dict)
+    dark: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

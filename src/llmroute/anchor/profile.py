@@ -9,21 +9,35 @@ Total score of a backend, from the scorers ``s`` with weight ``w`` and clamped s
   thus ``−0.1 · (1 − queue-depth score)``, the queue load itself, and the total ranges
   over ``[Σ negative w, Σ positive w]``. (Ordering-wise this equals ``|w| · x`` minus a
   constant, so a negative weight never rewards load.)
-- **Missing or stale signals.** A scorer leaves out a backend whose signal is missing or
-  stale. The backend's total is then computed over the scorers it has and renormalised:
+- **Missing signals.** A scorer leaves out a backend whose signal is missing (the engine
+  does not expose it, or has not measured it yet). The backend's total is then computed
+  over the scorers it has and renormalised:
   ``Σ_present c_s · (Σ_all |w|) / (Σ_present |w|)``, so a backend is never ranked by a
   zero that stands for "unknown", and backends with different gaps stay comparable.
   A backend with no signal at all gets the neutral mid-point ``Σ w / 2``. The router's own
   counters (in-flight, breaker) are always present, so with any of them in the mix the
   decision is never a coin toss.
+- **Dark backends: stale signals or a down poll.** A backend in ``snapshot.dark`` (the
+  collector's last poll failed — refused, errored, timed out: a dead or frozen engine — or
+  its signals are older than ``stale_after_s``; ``anchor/store.py``) is not renormalised:
+  every scorer that reads engine signals (``reads_engine``) counts as its worst value,
+  0.0 (``w·0`` for a positive weight, the full penalty ``w`` for a negative one), and the
+  router-side scorers keep theirs. And whatever the weights, scores and picker, it is
+  ranked after every backend that is not dark: the picker orders the others first, then
+  come the dark ones, highest total first. A dark backend thus stays a last-resort
+  fallback and is never chosen while a backend with fresh signals survives the filters.
+  The per-scorer ``scores`` of a candidate (and ``score``'s parts) stay what each scorer
+  said — a stale signal is left out there — so only the total carries the penalty.
+  Backends with no metrics (``openai``) and not yet polled ones are never dark.
 
 **Cost.** One decision is a few list passes per scorer over the survivors: every scorer's
 ``column`` (the ``Scorer`` protocol) returns values aligned with the survivors,
 NaN for missing (each candidate's signals are looked up once per decision and shared:
 ``engine_rows``, ``stats_rows``), and columns that are complete and inside [0, 1] —
 checked by ``sum``, ``min`` and ``max`` in C — are added two per comprehension; only a
-column with gaps or out-of-range values takes the per-backend path. Per-backend ``scores``
-dicts are built for the returned candidates only (``rank(…, limit=k)``: the first ``k`` in
+column with gaps or out-of-range values takes the per-backend path. With no dark backend
+(the common case) the dark rules cost one truthiness test of an empty set. Per-backend
+``scores`` dicts are built for the returned candidates only (``rank(…, limit=k)``: the first ``k`` in
 the picker's order). ``bench/decide.py`` measures it.
 """
 
@@ -59,11 +73,14 @@ class Profile:
     picker: Picker
     _active: tuple[tuple[Scorer, float], ...] = field(init=False, repr=False, compare=False)
     _bounded: tuple[bool, ...] = field(init=False, repr=False, compare=False)
+    _engine: tuple[bool, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         active = tuple((s, w) for s, w in self.scorers if w != 0)
         object.__setattr__(self, "_active", active)
         object.__setattr__(self, "_bounded", tuple(s.bounded is True for s, _ in active))
+        object.__setattr__(self, "_engine", tuple(
+            getattr(s, "reads_engine", False) is True for s, _ in active))
 
     def rank(self, ctx: AnchorContext, backends: Sequence[Backend],
              limit: int | None = None, *, explain: bool = True) -> list[Candidate]:
@@ -77,7 +94,8 @@ class Profile:
         if not explain and len(survivors) == 1:
             return [_candidate(survivors[0], math.nan, {})]
         ids, cols, totals = self._evaluate(ctx, survivors)
-        order = self.picker.pick(totals)
+        dark = ctx.snapshot.dark
+        order = self._pick(totals, dark) if dark else self.picker.pick(totals)
         if limit is not None:
             order = order[:max(limit, 0)]
         return _candidates(order, survivors, ids, totals, self._names(), cols)
@@ -100,10 +118,31 @@ class Profile:
 
     def _evaluate(self, ctx: AnchorContext, survivors: Sequence[Backend]
                   ) -> tuple[list[str], list[Column], dict[str, float]]:
-        """``(ids, columns, totals)`` of ``survivors``: one column per active scorer."""
+        """``(ids, columns, totals)`` of ``survivors``: one column per active scorer, as
+        the scorer gave it; the totals count a dark backend's engine-signal scores as 0.0."""
         ids = [b.id for b in survivors]
         cols = [s.column(ctx, survivors) for s, _ in self._active]
-        return ids, cols, dict(zip(ids, _totals(self._active, self._bounded, cols, len(ids))))
+        dark, counted = ctx.snapshot.dark, cols
+        if dark and not dark.isdisjoint(ids):
+            counted = self._darken(cols, [i in dark for i in ids])
+        totals = _totals(self._active, self._bounded, counted, len(ids))
+        return ids, cols, dict(zip(ids, totals))
+
+    def _darken(self, cols: list[Column], dark: list[bool]) -> list[Column]:
+        """``cols`` with every engine-signal scorer's value at a dark position set to 0.0,
+        its worst (new lists: a column may be memoised and shared)."""
+        return [[0.0 if d else x for x, d in zip(col, dark)] if engine else col
+                for col, engine in zip(cols, self._engine)]
+
+    def _pick(self, totals: dict[str, float], dark: frozenset[str]) -> list[str]:
+        """The picker's order of the backends that are not dark, then the dark ones by
+        total, highest first (ties in the given order). The picker is asked once, so a
+        stateful one (round-robin's turn) advances once per decision."""
+        if dark.isdisjoint(totals):
+            return self.picker.pick(totals)
+        lit = {b: t for b, t in totals.items() if b not in dark}
+        unlit = sorted((b for b in totals if b in dark), key=lambda b: -totals[b])
+        return (self.picker.pick(lit) if lit else []) + unlit
 
     def _names(self) -> list[str]:
         return [s.name for s, _ in self._active]

@@ -41,12 +41,15 @@ class Scorer(Protocol):
 
     - ``column(ctx, candidates) -> list[float]``: one value per candidate, in order, NaN
       where the backend's signal is missing or stale (the profile then renormalises the
-      weights over that backend's present signals). The profile reads this: one list pass
-      per scorer (``anchor/profile.py``).
+      weights over that backend's present signals, unless the backend is dark). The
+      profile reads this: one list pass per scorer (``anchor/profile.py``).
     - ``score(ctx, candidates) -> {backend_id: score}``: the same values as a map, missing
       signals left out (reports and tests read this).
     - ``bounded``: True when every ``column`` value is NaN or inside [0, 1] by construction
       (the profile then checks a column for NaN only, not its range).
+    - ``reads_engine``: True when the values come from the polled engine/GPU signals; for a
+      dark backend (``MetricsSnapshot.dark``) the profile's total counts 0.0, the worst
+      score, in their place (``anchor/profile.py``). Optional: absent means False.
 
     ``scorers/base.py`` gives both methods from either one: ``ColumnScorer`` (implement
     ``column``) and ``MapScorer`` (implement ``score``)."""

@@ -1,12 +1,17 @@
 """The latest engine/GPU signals per backend, with their age and the collector's view of
 each endpoint (up, down, unknown). Written only by the collector; read by the anchor (as
-fresh snapshots) and by ``/debug/backends`` (everything, stale included).
+fresh snapshots and the dark set), by ``/ready`` and by ``/debug/backends`` (everything,
+stale included).
 
 Staleness: a snapshot is *fresh* while ``now - taken_at ≤ stale_after_s`` (seconds). The
-anchor sees only fresh snapshots: a stale or missing one is absent, and the profile scores
-that backend with the signals it still has (router-side counters always exist) and
-renormalises the weights over them (``anchor/profile.py``) — a stale engine never turns
-the decision into a coin toss.
+anchor sees only fresh snapshots. A backend is *dark* when the collector has lost sight of
+it: its last poll failed (``down``: refused, errored or timed out — a frozen engine), or its
+last good signals are stale. The profile ranks a dark backend after every backend that is
+not dark and scores it as if every engine-signal scorer gave it its worst value
+(``anchor/profile.py``), so a hung or dead engine never outranks a healthy one. A backend
+never polled (``unknown``: no metrics source, or before the first poll) is not dark. A
+signal an engine simply does not expose is not staleness: that scorer leaves the backend
+out and the profile renormalises over the rest.
 """
 
 from __future__ import annotations
@@ -38,11 +43,14 @@ class SignalStore:
     def __init__(self, stale_after_s: float):
         self.stale_after_s = stale_after_s
         self._entries: dict[str, Entry] = {}
+        self._dark: tuple[float, int, frozenset[str]] | None = None  # (now, version, ids)
+        self._version = 0
 
     def record_ok(self, backend_id: str, signals: EngineSignals, now: float) -> Entry:
         """Store a good poll's ``signals``; returns the previous entry."""
         old = self.entry(backend_id)
         self._entries[backend_id] = Entry(signals, now, 0, None, "up")
+        self._version += 1
         return old
 
     def record_failure(self, backend_id: str, error: str, now: float) -> Entry:
@@ -51,6 +59,7 @@ class SignalStore:
         old = self.entry(backend_id)
         self._entries[backend_id] = replace(old, polled_at=now, failures=old.failures + 1,
                                             error=error, state="down")
+        self._version += 1
         return old
 
     def entry(self, backend_id: str) -> Entry:
@@ -68,6 +77,40 @@ class SignalStore:
         return age is not None and age <= self.stale_after_s
 
     def fresh(self, now: float) -> dict[str, EngineSignals]:
-        """``{backend_id: signals}`` for every backend whose signals are fresh at ``now``."""
-        return {bid: e.signals for bid, e in self._entries.items()
-                if e.signals is not None and now - e.signals.taken_at <= self.stale_after_s}
+        """``{backend_id: signals}`` for every backend whose signals are fresh at ``now``
+        (a backend whose last poll failed keeps them until they turn stale; it is ``dark``
+        meanwhile). Computes ``dark(now)`` in the same pass."""
+        return self._scan(now)[0]
+
+    def dark(self, now: float) -> frozenset[str]:
+        """Ids of the backends the collector has lost sight of at ``now``: the last poll
+        failed (``down``) or the last good signals are older than ``stale_after_s``. Never
+        polled backends are not dark. O(1) right after ``fresh(now)`` (one pass for both)."""
+        memo = self._dark
+        if memo is not None and memo[0] == now and memo[1] == self._version:
+            return memo[2]
+        return self._scan(now)[1]
+
+    def _scan(self, now: float) -> tuple[dict[str, EngineSignals], frozenset[str]]:
+        """``(fresh, dark)`` at ``now`` in one pass; ``dark`` is kept for ``dark(now)``."""
+        out, dark, stale = {}, [], self.stale_after_s
+        for bid, e in self._entries.items():
+            signals = e.signals
+            if signals is not None and now - signals.taken_at <= stale:
+                out[bid] = signals
+                if e.state == "down":
+                    dark.append(bid)
+            elif e.state != "unknown":
+                dark.append(bid)
+        ids = frozenset(dark)
+        self._dark = (now, self._version, ids)
+        return out, ids
+
+    def state(self, backend_id: str, now: float) -> str:
+        """The collector's view of one backend at ``now``: ``unknown`` (never polled, or no
+        metrics source), ``up`` (fresh signals, last poll good), ``stale`` (last poll good,
+        signals older than ``stale_after_s``: the collector stopped) or ``down``."""
+        e = self.entry(backend_id)
+        if e.state == "up" and not self.is_fresh(backend_id, now):
+            return "stale"
+        return e.state

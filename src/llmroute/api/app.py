@@ -28,6 +28,7 @@ from llmroute.api.debug_strategies import debug_strategies
 from llmroute.api.errors import on_http_error, on_llmroute_error, on_unexpected
 from llmroute.api.exchange import Exchange
 from llmroute.api.metrics import metrics
+from llmroute.api.ready import ready
 from llmroute.api.responses import json_response
 from llmroute.api.wire import parse_chat, parse_completion
 from llmroute.config import Config
@@ -116,12 +117,3 @@ async def models(request: Request) -> Response:
 async def health(request: Request) -> Response:
     """``GET /health``: the router process is alive."""
     return json_response({"status": "ok"})
-
-
-async def ready(request: Request) -> Response:
-    """``GET /ready``: 200 when at least one backend's breaker allows traffic, else 503."""
-    rt: Runtime = request.app.state.runtime
-    now = rt.clock()
-    usable = [b for b in rt.backends if rt.breaker.allow(b, now)]
-    body = {"status": "ready" if usable else "unavailable", "usable_backends": usable}
-    return json_response(body, 200 if usable else 503)

@@ -1,22 +1,71 @@
 """Running the ASGI app with uvicorn: in the foreground (``serve_app``; ``llmroute serve``
-goes through ``assemble.serve.serve_forever``) or in the background on a free loopback port
-(``demo``, tests)."""
+goes through ``assemble.serve.serve_forever``, which claims the port with ``bind_socket``
+before anything slow starts) or in the background on a free loopback port (``demo``,
+tests)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
 import uvicorn
 
+from llmroute.errors import ConfigError
 
-async def serve_app(app: Any, host: str, port: int, log_level: str = "info") -> None:
-    """Serve ``app`` on ``host:port`` until SIGINT/SIGTERM (its lifespan is not run)."""
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level,
-                                           access_log=False, lifespan="off"))
-    await server.serve()
+
+async def serve_app(app: Any, host: str, port: int, log_level: str = "info",
+                    sock: socket.socket | None = None) -> None:
+    """Serve ``app`` on ``host:port`` until SIGINT/SIGTERM (its lifespan is not run); on
+    ``sock`` when given (``bind_socket``'s, bound to that address), which uvicorn then
+    listens on."""
+    server = _Server(uvicorn.Config(app, host=host, port=port, log_level=log_level,
+                                    access_log=False, lifespan="off"))
+    await server.serve(sockets=[sock] if sock is not None else None)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, which also logs ``Uvicorn running on …`` when it is handed its
+    socket (uvicorn leaves that to its multi-worker supervisor); the README and scripts
+    wait for that line."""
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's startup, then the started message for handed-in ``sockets``."""
+        await super().startup(sockets)
+        if sockets is not None and self.started:
+            self._log_started_message(sockets)
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (``SO_REUSEADDR``, as uvicorn binds), not yet
+    listening, so a client that connects before the server starts is refused rather than
+    left waiting. Binding fails when a server already listens there or a socket holds the
+    port without ``SO_REUSEADDR``; another ``SO_REUSEADDR`` socket may still bind it until
+    uvicorn listens (Linux), and that rare race then fails in uvicorn. Raises ConfigError,
+    one line, when the address cannot be resolved or bound (in use, or privileged)."""
+    try:
+        family, kind, proto, _, addr = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    except (OSError, UnicodeError) as err:
+        raise ConfigError(f"cannot listen on {host}:{port}: {_reason(err)}") from err
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+    except OSError as err:
+        sock.close()
+        hint = " (another process is using it: pick another with --port or server.port)" \
+            if err.errno == errno.EADDRINUSE else ""
+        raise ConfigError(f"cannot listen on {host}:{port}: {_reason(err)}{hint}") from err
+    return sock
+
+
+def _reason(err: BaseException) -> str:
+    return (getattr(err, "strerror", None) or str(err)).lower()
+
 
 
 @contextlib.asynccontextmanager

@@ -69,7 +69,7 @@ def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSe
     shared = anchor_shared(config)
     profile = build_profile(config.anchor, register_builtins(), shared)
     store = SignalStore(config.anchor.stale_after_s)
-    stats = RouterStats.for_backends(list(backends), store.fresh, breaker.views)
+    stats = RouterStats.for_backends(list(backends), store.fresh, breaker.views, store.dark)
     send = dispatch_deps(config, backends, BackendClient(session, config.timeouts), breaker,
                          stats, shared.affinity)
     strategy = make_book(config, backends, send.wall_clock, send.metrics.registry)

@@ -9,7 +9,10 @@ import sys
 from pathlib import Path
 
 from llmroute.config import Config, load_config
-from llmroute.errors import LLMRouteError
+from llmroute.errors import ConfigError, LLMRouteError
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+"""``--log-level`` values: the levels both the logging setup and uvicorn know."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -20,7 +23,7 @@ def _parser() -> argparse.ArgumentParser:
                        "llama.cpp engines)")
     serve.add_argument("--host", help="bind address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default 8000)")
-    serve.add_argument("--log-level", default="info")
+    serve.add_argument("--log-level", default="info", help=f"one of {', '.join(LOG_LEVELS)}")
     demo = sub.add_parser("demo", help="start engines + router and route real prompts")
     demo.add_argument("--config", type=Path)
     demo.add_argument("--prompts", type=Path, help="JSONL: request bodies, {prompt} or {turns}")
@@ -80,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
             from llmroute.cli.anchor import watch
 
             return watch(args.url, args.interval, args.once)
+        if args.command == "serve":
+            args.log_level = log_level(args.log_level)
         config = load_config(args.config)
         if hasattr(args, "policy_run"):  # keys, tenants
             return args.policy_run(config, args)
@@ -95,6 +100,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def log_level(value: str) -> str:
+    """``value`` as one of ``LOG_LEVELS`` (any case); raises ConfigError naming them."""
+    level = value.lower()
+    if level not in LOG_LEVELS:
+        raise ConfigError(f"--log-level: unknown level {value!r}; use one of "
+                          f"{', '.join(LOG_LEVELS)}")
+    return level
 
 
 def _serve(config: Config, args: argparse.Namespace) -> int:

@@ -111,19 +111,22 @@ def test_bad_override_rules_raise_config_error() -> None:
         RuleOverrides({"code": ["("]}, INTENTS)
 
 
+ROUTER_YAML = """\
+pools: {general: {}}
+backends: [{id: a, pool: general, engine: vllm, base_url: "http://127.0.0.1:9"}]
+routing: {default_pool: general}
+"""
+
+
 async def test_overrides_hot_reload_from_the_config_file(tmp_path: Path) -> None:
     path = tmp_path / "router.yaml"
-    path.write_text("gate: {rules: {code: ['kubernetes']}}\n")
+    path.write_text(ROUTER_YAML + "gate: {rules: {code: ['kubernetes']}}\n")
     rules = RuleOverrides({"code": ["kubernetes"]}, INTENTS)
 
-    def load(p: Path) -> dict[str, list[str]]:
-        import yaml
-        return yaml.safe_load(p.read_text())["gate"]["rules"]
-
     stop = asyncio.Event()
-    task = asyncio.create_task(rules.watch(path, load, stop))
+    task = asyncio.create_task(rules.watch(path, stop=stop))
     await asyncio.sleep(0.3)
-    path.write_text("gate: {rules: {tool_call: ['\\bRFC ?\\d+']}}\n")
+    path.write_text(ROUTER_YAML + "gate: {rules: {tool_call: ['\\bRFC ?\\d+']}}\n")
     for _ in range(100):
         if rules.reloads:
             break

@@ -7,6 +7,12 @@ derive ``score`` from it with ``ColumnScorer``; the profile reads the column dir
 (``anchor/profile.py``), which is what keeps a decision over 100 backends well under a
 millisecond (``bench/decide.py``). A scorer whose values come per backend (a map) derives
 its column with ``MapScorer`` instead.
+
+``reads_engine``: True for the scorers that read the polled engine/GPU signals
+(``engine``/``engine_rows``). For a *dark* backend (``MetricsSnapshot.dark``: its poll is
+down or its signals are stale) the profile's total counts their value as 0.0, the worst
+score, instead of leaving it out and renormalising; the router-side scorers (in-flight,
+latency, error rate, health, …) count as given.
 """
 
 from __future__ import annotations
@@ -97,6 +103,8 @@ class ColumnScorer:
     bounded = False
     """True when every value is NaN or inside [0, 1] by construction (the profile then
     checks a column for NaN only, not its range)."""
+    reads_engine = False
+    """True when the values come from the polled engine/GPU signals (module docstring)."""
 
     def column(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
         """One value per candidate, in order; NaN where the signal is missing."""
@@ -114,6 +122,8 @@ class MapScorer:
     name = "map"
     bounded = False
     """As ``ColumnScorer.bounded``."""
+    reads_engine = False
+    """As ``ColumnScorer.reads_engine``."""
 
     def score(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> dict[str, float]:
         """``{backend_id: score}``, missing signals left out."""

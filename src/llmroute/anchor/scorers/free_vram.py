@@ -14,6 +14,7 @@ class FreeVramScorer(MapScorer):
     when the backend has no GPU source or its reading is stale."""
 
     name = "free-vram"
+    reads_engine = True
 
     def score(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> dict[str, float]:
         """See the class docstring."""

@@ -14,6 +14,7 @@ class GpuUtilScorer(MapScorer):
     share. Missing without a fresh GPU reading."""
 
     name = "gpu-util"
+    reads_engine = True
 
     def score(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> dict[str, float]:
         """See the class docstring."""

@@ -39,6 +39,7 @@ class KvBalanceScorer(ColumnScorer):
     the candidates that report it; missing where the engine reports no usage."""
 
     name = "kv-balance"
+    reads_engine = True
     bounded = True
 
     def __init__(self) -> None:

@@ -26,6 +26,7 @@ class KvCacheScorer(ColumnScorer):
     """``kv_free`` of the backend's fresh signals (see ``kv_free``); missing otherwise."""
 
     name = "kv-cache"
+    reads_engine = True
 
     def column(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
         """See the class docstring; NaN where missing. Computed once per decision

@@ -16,6 +16,7 @@ class QueueDepthScorer(ColumnScorer):
     hosted APIs) or its signals are stale."""
 
     name = "queue-depth"
+    reads_engine = True
     bounded = True
 
     def column(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:

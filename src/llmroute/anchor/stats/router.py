@@ -38,6 +38,8 @@ BASELINE_MIN = 5
 
 EngineReader = Callable[[float], Mapping[str, EngineSignals]]
 """``now -> {backend_id: fresh EngineSignals}`` (the signal store's ``fresh``)."""
+DarkReader = Callable[[float], frozenset[str]]
+"""``now -> backend ids whose signals are stale or whose poll is down`` (the store's ``dark``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,20 +105,23 @@ def _baseline(old: float | None, ordered: list[float]) -> float | None:
 class RouterStats:
     """Mutable per-backend counters owned by one router process (single event loop).
 
-    ``engines`` and ``breakers`` (optional) read the fresh engine signals and the breaker
-    views that ``snapshot`` attaches."""
+    ``engines``, ``breakers`` and ``dark`` (optional) read the fresh engine signals, the
+    breaker views and the dark backends that ``snapshot`` attaches."""
 
     _stats: dict[str, BackendStats]
     engines: EngineReader | None = None
     _windows: dict[str, Window] = field(default_factory=dict)
     _prefill: dict[str, PrefillFit] = field(default_factory=dict)
     breakers: BreakerViews | None = None
+    dark: DarkReader | None = None
 
     @classmethod
     def for_backends(cls, backend_ids: list[str], engines: EngineReader | None = None,
-                     breakers: BreakerViews | None = None) -> RouterStats:
+                     breakers: BreakerViews | None = None,
+                     dark: DarkReader | None = None) -> RouterStats:
         """Empty stats for each backend id."""
-        return cls({b: BackendStats(b) for b in backend_ids}, engines, breakers=breakers)
+        return cls({b: BackendStats(b) for b in backend_ids}, engines, breakers=breakers,
+                   dark=dark)
 
     def sent(self, backend_id: str, tokens: int, now: float) -> PrefillTicket | None:
         """A request with ``tokens`` prompt tokens was sent to ``backend_id``: one more in
@@ -187,7 +192,8 @@ class RouterStats:
         with the breaker views as they are (already immutable: a reference)."""
         engines = dict(self.engines(now)) if self.engines is not None else {}
         breakers = self.breakers() if self.breakers is not None else {}
-        return MetricsSnapshot(dict(self._stats), now, engines, breakers)
+        dark = self.dark(now) if self.dark is not None else frozenset()
+        return MetricsSnapshot(dict(self._stats), now, engines, breakers, dark)
 
 
 def _sample(now: float, ok: bool, latency_ms: float | None, ttft_ms: float | None,
