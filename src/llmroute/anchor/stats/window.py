@@ -7,14 +7,13 @@ from __future__ import annotations
 import bisect
 import math
 from collections import deque
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Sample:
+class Sample(NamedTuple):
     """One finished request: clock time ``at`` (s), ``ok``, end-to-end ``latency_ms`` and
     ``ttft_ms`` (None when unknown), ``output_tokens`` and the generation time ``gen_s``
-    (end-to-end minus TTFT, seconds)."""
+    (end-to-end minus TTFT, seconds). Immutable (a named tuple: one is made per request)."""
 
     at: float
     ok: bool
@@ -72,17 +71,13 @@ class Window:
         if not s.ok:
             return
         self.good += sign
-        _update(self.ttfts, s.ttft_ms, sign)
-        _update(self.latencies, s.latency_ms, sign)
+        for ordered, value in ((self.ttfts, s.ttft_ms), (self.latencies, s.latency_ms)):
+            if value is None:
+                continue
+            if sign > 0:
+                bisect.insort(ordered, value)
+            else:
+                del ordered[bisect.bisect_left(ordered, value)]
         if s.timed:
             self._tokens += sign * s.output_tokens
             self._gen_s = max(self._gen_s + sign * s.gen_s, 0.0)
-
-
-def _update(ordered: list[float], value: float | None, sign: int) -> None:
-    if value is None:
-        return
-    if sign > 0:
-        bisect.insort(ordered, value)
-    else:
-        del ordered[bisect.bisect_left(ordered, value)]
