@@ -68,10 +68,11 @@ def nearest_rank(values: Iterable[float], q: float) -> float | None:
 
 
 def _baseline(old: float | None, ordered: list[float]) -> float | None:
-    if len(ordered) < BASELINE_MIN:
+    n = len(ordered)
+    if n < BASELINE_MIN:
         return old
-    p50 = nearest_rank_sorted(ordered, 0.5)
-    return p50 if old is None or p50 is None else min(old, p50)
+    p50 = ordered[(n + 1) // 2 - 1]  # the nearest-rank p50: rank ceil(n / 2)
+    return p50 if old is None else min(old, p50)
 
 
 @dataclass(slots=True)
@@ -99,17 +100,12 @@ def _publish(live: _Live) -> BackendStats:
     fit, window = live.fit, live.window
     model = fit.model() if fit is not None else None
     overhead, per_token = model if model is not None else (None, None)
-    if window is None:
-        ttft_p95 = latency_p95 = error_rate = tps = None
-    else:
-        ttft_p95 = nearest_rank_sorted(window.ttfts, 0.95)
-        latency_p95 = nearest_rank_sorted(window.latencies, 0.95)
-        error_rate, tps = window.error_rate(), window.output_tps()
+    ttft_p95, latency_p95, error_rate, tps, n = (
+        window.summary() if window is not None else (None, None, None, None, 0))
     live.published = out = BackendStats(
         live.backend_id, live.in_flight, live.latency_ms, live.ttft_ms, live.error_rate,
         live.taken_at, ttft_p95, latency_p95, live.ttft_baseline_ms, live.latency_baseline_ms,
-        error_rate, tps, len(window) if window is not None else 0, live.prefill_tokens,
-        per_token, overhead)
+        error_rate, tps, n, live.prefill_tokens, per_token, overhead)
     return out
 
 
@@ -160,7 +156,8 @@ class RouterStats:
         if window is None:
             window = live.window = Window(WINDOW_S, WINDOW_MAX)
         window.add(_sample(now, ok, latency_ms, ttft_ms, output_tokens), now)
-        live.in_flight = max(live.in_flight - 1, 0)
+        if live.in_flight > 0:
+            live.in_flight -= 1
         live.taken_at = now
         live.error_rate = _ewma(live.error_rate, 0.0 if ok else 1.0)
         if ok and latency_ms is not None:
