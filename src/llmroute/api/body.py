@@ -5,16 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import ClientDisconnect
+from starlette.types import Receive
 
 from llmroute.errors import InvalidRequest, PayloadTooLarge, UnsupportedMediaType
 
 
-async def read_json(request: Request, limit_bytes: int) -> Any:
-    """The parsed JSON body. Raises UnsupportedMediaType (415), PayloadTooLarge (413) or
-    InvalidRequest (400, malformed JSON)."""
-    _check_content_type(request.headers.get("content-type"))
-    raw = await _read_limited(request, limit_bytes)
+async def read_json(receive: Receive, content_type: str | None, content_length: str | None,
+                    limit_bytes: int) -> Any:
+    """The parsed JSON body, read from the ASGI ``receive`` channel; ``content_type`` and
+    ``content_length`` are the request's header values (None when absent). Raises
+    UnsupportedMediaType (415), PayloadTooLarge (413), InvalidRequest (400, malformed
+    JSON) or ClientDisconnect (the client left first)."""
+    _check_content_type(content_type)
+    raw = await _read_limited(receive, content_length, limit_bytes)
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -30,14 +34,14 @@ def _check_content_type(value: str | None) -> None:
             param="content-type")
 
 
-async def _read_limited(request: Request, limit: int) -> bytes:
+async def _read_limited(receive: Receive, declared: str | None, limit: int) -> bytes:
     """The body's bytes, read straight from the ASGI ``receive`` channel (what Starlette's
     ``Request.stream`` does, without an async generator per request). Raises
-    PayloadTooLarge past ``limit`` bytes, ClientDisconnect when the client leaves first."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    PayloadTooLarge past ``limit`` bytes (or a ``declared`` length over it), ClientDisconnect
+    when the client leaves first."""
+    if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
-    receive, parts, size = request.receive, [], 0
+    parts, size = [], 0
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
-import secrets
+import os
 
 import structlog
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Scope
 
 from llmroute.errors import LLMRouteError, NoBackendAvailable, RateLimited, to_openai
 from llmroute.api.responses import json_response
@@ -21,12 +22,22 @@ _HTTP_TYPES = {404: ("not_found_error", "not_found"),
 
 def request_id(request: Request) -> str:
     """The request's id: the client's ``x-request-id``, else one made up once per request."""
-    scope = request.scope  # kept in the ASGI scope (not request.state: its misses raise)
-    rid = scope.get("llmroute.request_id")
+    scope = request.scope
+    rid = scope.get(_SCOPE_KEY)
+    return rid if rid is not None else keep_request_id(scope, request.headers.get("x-request-id"))
+
+
+def keep_request_id(scope: Scope, given: str | None) -> str:
+    """The request's id, kept in the ASGI ``scope`` (not request.state: its misses raise)
+    so every answer names the same one: the one kept already, else the request's
+    ``x-request-id`` value ``given``, else (None or empty) 32 random hex digits."""
+    rid = scope.get(_SCOPE_KEY)
     if rid is None:
-        rid = request.headers.get("x-request-id") or secrets.token_hex(16)
-        scope["llmroute.request_id"] = rid
+        rid = scope[_SCOPE_KEY] = given or os.urandom(16).hex()
     return rid
+
+
+_SCOPE_KEY = "llmroute.request_id"
 
 
 async def on_llmroute_error(request: Request, exc: Exception) -> Response:

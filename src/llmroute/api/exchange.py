@@ -21,12 +21,13 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import orjson
+from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive, Scope, Send
 
 from llmroute import pipeline
 from llmroute.api.body import read_json
-from llmroute.api.errors import on_llmroute_error, on_unexpected, request_id
+from llmroute.api.errors import keep_request_id, on_llmroute_error, on_unexpected
 from llmroute.errors import LLMRouteError
 from llmroute.runtime import Runtime
 from llmroute.types import ChatRequest
@@ -46,39 +47,51 @@ class Exchange:
         self._parse = parse
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request = Request(scope, receive)
-        started = False
-
-        async def tracked(message: dict[str, Any]) -> None:
-            nonlocal started
-            started = True
-            await send(message)
-
+        reply = _Reply(send)
         try:
-            await self._serve(request, tracked)
+            await self._serve(scope, receive, reply)
         except ClientDisconnect:
             return  # gone while sending its body: nobody to answer
         except Exception as exc:
-            if started:
+            if reply.started:
                 raise
+            request = Request(scope, receive)
             handler = on_llmroute_error if isinstance(exc, LLMRouteError) else on_unexpected
             await (await handler(request, exc))(scope, receive, send)
 
-    async def _serve(self, request: Request, send: Send) -> None:
-        rt: Runtime = request.app.state.runtime
-        caller = await pipeline.authenticate(rt, request.headers) if rt.policy else None
-        body = await read_json(request, rt.config.server.max_body_bytes)
-        chat = self._parse(body, request_id(request))
-        async with DisconnectWatch(request.receive) as watch:
+    async def _serve(self, scope: Scope, receive: Receive, reply: _Reply) -> None:
+        rt: Runtime = scope["app"].state.runtime
+        headers = _first_values(scope)
+        http_headers = Headers(scope=scope)
+        caller = await pipeline.authenticate(rt, http_headers) if rt.policy else None
+        body = await read_json(receive, _text(headers, b"content-type"),
+                               _text(headers, b"content-length"),
+                               rt.config.server.max_body_bytes)
+        chat = self._parse(body, keep_request_id(scope, _text(headers, b"x-request-id")))
+        with DisconnectWatch(receive) as watch:
             try:
-                routed = await pipeline.route(rt, chat, caller, request.headers)
+                routed = await pipeline.route(rt, chat, caller, http_headers)
                 if routed.stream is None:
-                    await _send_json(send, routed.body, routed.headers)
+                    await reply.json(routed.body, routed.headers)
                 else:
-                    await _send_stream(send, routed.stream, routed.headers)
+                    await reply.stream(routed.stream, routed.headers)
             except asyncio.CancelledError:
                 if not watch.gone:
                     raise
+
+
+def _first_values(scope: Scope) -> dict[bytes, bytes]:
+    """The request's headers by name; of a repeated name the first value, as Starlette's
+    ``Headers.get`` reads it (names arrive lower-cased from the server)."""
+    raw = scope["headers"]
+    if not isinstance(raw, list):
+        raw = scope["headers"] = list(raw)
+    return dict(reversed(raw))
+
+
+def _text(headers: dict[bytes, bytes], name: bytes) -> str | None:
+    value = headers.get(name)
+    return None if value is None else value.decode("latin-1")
 
 
 WATCH_AFTER_S = 0.05
@@ -88,11 +101,13 @@ noticed at most this much later — nothing next to a generation's seconds."""
 
 
 class DisconnectWatch:
-    """``async with DisconnectWatch(receive) as watch``: while the block runs, a client
-    disconnect cancels the current task, ``watch.gone`` becomes True and the block swallows
-    the cancellation. The watcher task starts ``WATCH_AFTER_S`` into the block. A class
-    rather than a generator-based context manager: it is entered once per request, and a
-    quick answer then costs one timer handle."""
+    """``with DisconnectWatch(receive) as watch``: while the block runs, a client
+    disconnect cancels the current task and ``watch.gone`` becomes True (the block then
+    swallows the cancellation). The watcher task starts ``WATCH_AFTER_S`` into the block. A
+    plain class and a synchronous context manager (entering and leaving await nothing): it
+    is entered once per request, and a quick answer then costs one timer handle."""
+
+    __slots__ = ("_receive", "gone", "_task", "_watcher", "_later")
 
     def __init__(self, receive: Receive) -> None:
         self._receive = receive
@@ -101,12 +116,12 @@ class DisconnectWatch:
         self._watcher: asyncio.Task[None] | None = None
         self._later: asyncio.TimerHandle | None = None
 
-    async def __aenter__(self) -> DisconnectWatch:
+    def __enter__(self) -> DisconnectWatch:
         self._task = asyncio.current_task()
         self._later = asyncio.get_running_loop().call_later(WATCH_AFTER_S, self._start)
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: object) -> None:
         assert self._later is not None and self._task is not None
         self._later.cancel()
         if self._watcher is not None:
@@ -125,24 +140,36 @@ class DisconnectWatch:
         self._task.cancel()
 
 
-async def _send_json(send: Send, body: Any, headers: dict[str, str]) -> None:
-    data = orjson.dumps(body)
-    raw = [*_JSON_HEADERS, (b"content-length", str(len(data)).encode()), *_encode(headers)]
-    await send({"type": "http.response.start", "status": 200, "headers": raw})
-    await send({"type": "http.response.body", "body": data})
+class _Reply:
+    """The answer's two ways out through ASGI ``send``; ``started`` turns True as the
+    status line goes out (after that an error can no longer become an error answer)."""
 
+    __slots__ = ("_send", "started")
 
-async def _send_stream(send: Send, stream: AsyncIterator[bytes], headers: dict[str, str]
-                       ) -> None:
-    """Send SSE bytes as they come; the stream is closed however this ends."""
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [*_SSE_HEADERS, *_encode(headers)]})
-    try:
-        async for chunk in stream:
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-    finally:
-        await stream.aclose()  # type: ignore[attr-defined]
-    await send({"type": "http.response.body", "body": b""})
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.started = False
+
+    async def json(self, body: Any, headers: dict[str, str]) -> None:
+        """Send ``body`` as JSON with ``headers``."""
+        data = orjson.dumps(body)
+        raw = [*_JSON_HEADERS, (b"content-length", str(len(data)).encode()), *_encode(headers)]
+        self.started = True
+        await self._send({"type": "http.response.start", "status": 200, "headers": raw})
+        await self._send({"type": "http.response.body", "body": data})
+
+    async def stream(self, stream: AsyncIterator[bytes], headers: dict[str, str]) -> None:
+        """Send SSE bytes as they come; the stream is closed however this ends."""
+        send = self._send
+        raw = [*_SSE_HEADERS, *_encode(headers)]
+        self.started = True
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": raw})
+            async for chunk in stream:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+        await send({"type": "http.response.body", "body": b""})
 
 
 def _encode(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:

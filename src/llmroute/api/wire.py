@@ -94,8 +94,12 @@ class CompletionRequest(_Sampling):
 def parse_chat(body: Any, request_id: str) -> ChatRequest:
     """Validate a chat body into a ChatRequest. Raises InvalidRequest naming the field."""
     wire = _validate(ChatCompletionRequest, body)
-    texts = [m.text() for m in wire.messages]
-    user_turns = sum(1 for m in wire.messages if m.role == "user")
+    texts: list[str] = []
+    user_turns = 0
+    for m in wire.messages:
+        content = m.content
+        texts.append(content if isinstance(content, str) else m.text())
+        user_turns += m.role == "user"
     return ChatRequest(
         endpoint="chat", body=body, model=wire.model, stream=wire.stream,
         text="\n".join(texts), prompt_tokens=estimate_chat_tokens(texts),
@@ -126,8 +130,8 @@ def _token_count(prompt: Any) -> int:
 def _validate(model: type[_Open], body: Any) -> Any:
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object", code="invalid_body")
-    try:
-        return model.model_validate(body)
+    try:  # the model's validator itself: what model_validate calls, minus its wrapper
+        return model.__pydantic_validator__.validate_python(body)
     except ValidationError as exc:
         errors = exc.errors()
         param = _param(errors[0]["loc"])

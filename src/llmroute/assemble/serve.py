@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
+from collections.abc import Iterator
+
 from starlette.applications import Starlette
 
 from llmroute.api.app import create_app
 from llmroute.api.server import bind_socket, serve_app
 from llmroute.assemble.runtime import Progress, open_runtime
 from llmroute.config import Config
+
+GC_YOUNG_THRESHOLD = 10_000
+"""Net allocations of GC-tracked objects between two collections of the youngest
+generation while serving (CPython's default is 700). Measured with ``bench/overhead.py``'s
+upstream, 16 clients, 8,000 JSON requests: at 700 the collector ran 333 young, 30 middle
+and 3 full collections (each full one scanning the ~62,000 objects built at start-up),
+7–8 % of the router's CPU; with this threshold and the start-up objects frozen, one
+young collection, under 0.1 %. Requests free what they allocate by reference counting,
+so the collector finds no garbage either way."""
 
 
 def build_app(config: Config, progress: Progress | None = None) -> Starlette:
@@ -24,4 +37,24 @@ async def serve_forever(config: Config, host: str, port: int, progress: Progress
     started."""
     with bind_socket(host, port) as sock:
         async with open_runtime(config, progress) as rt:
-            await serve_app(create_app(config, runtime=rt), host, port, log_level, sock)
+            app = create_app(config, runtime=rt)
+            with serving_gc():
+                await serve_app(app, host, port, log_level, sock)
+
+
+@contextlib.contextmanager
+def serving_gc() -> Iterator[None]:
+    """While the block runs: everything built so far (modules, config, the Runtime) is
+    frozen out of the cyclic garbage collector's scans (``gc.freeze``: it lives as long as
+    the server), and the youngest generation is collected every ``GC_YOUNG_THRESHOLD``
+    net allocations. Both are restored afterwards. Collection itself is unchanged: a
+    reference cycle is still found and freed, only later."""
+    thresholds = gc.get_threshold()
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *thresholds[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()

@@ -75,10 +75,14 @@ class BackendClient:
                        request_id: str) -> dict[str, Any]:
         """Non-streamed request; returns the engine's JSON object. Raises BackendError."""
         try:
-            async with self._post(backend, endpoint, body, request_id,
-                                  self._complete) as resp:
-                await _raise_for_status(resp, backend)
+            resp = await self._post(backend, endpoint, body, request_id, self._complete)
+            try:  # what ``async with`` on the request does, without its two wrappers
+                if resp.status >= 400:
+                    await _raise_for_status(resp, backend)
                 return _parse_object(await resp.read(), backend)
+            finally:
+                resp.release()
+                await resp.wait_for_close()
         except TimeoutError as exc:
             raise UpstreamTimeout(f"{backend.id}: no answer within {self._timeouts.total_s} s",
                                   phase="total", backend_id=backend.id) from exc

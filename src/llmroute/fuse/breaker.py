@@ -114,7 +114,10 @@ class CircuitBreaker:
         return entry.failures / n if n else 0.0
 
     def _entry(self, backend_id: str) -> _Entry:
-        return self._entries.setdefault(backend_id, _Entry())
+        entry = self._entries.get(backend_id)
+        if entry is None:  # not setdefault: that would build an _Entry on every call
+            entry = self._entries[backend_id] = _Entry()
+        return entry
 
     def _trim(self, entry: _Entry, now: float) -> None:
         while entry.window and entry.window[0][0] <= now - self._config.window_s:

@@ -6,22 +6,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import ClientDisconnect
 
 from llmroute.api.body import read_json
 from llmroute.errors import PayloadTooLarge
 
 
-def _request(messages: list[dict], length: int | None = None) -> Request:
-    headers = [(b"content-type", b"application/json")]
-    if length is not None:
-        headers.append((b"content-length", str(length).encode()))
+def _request(messages: list[dict], length: int | None = None) -> tuple:
+    """``read_json``'s first three arguments: receive, Content-Type, Content-Length."""
     queue: Iterator[dict] = iter(messages)
 
     async def receive() -> dict:
         return next(queue)
 
-    return Request({"type": "http", "method": "POST", "headers": headers}, receive)
+    return receive, "application/json", None if length is None else str(length)
 
 
 def _chunks(raw: bytes, size: int) -> list[dict]:
@@ -32,22 +30,22 @@ def _chunks(raw: bytes, size: int) -> list[dict]:
 
 async def test_a_body_in_many_chunks_is_joined():
     raw = b'{"model": "auto", "messages": [{"role": "user", "content": "' + b"x" * 300 + b'"}]}'
-    assert await read_json(_request(_chunks(raw, 7)), 10_000) == {
+    assert await read_json(*_request(_chunks(raw, 7)), 10_000) == {
         "model": "auto", "messages": [{"role": "user", "content": "x" * 300}]}
 
 
 async def test_the_limit_holds_for_chunked_bodies_without_a_length():
     with pytest.raises(PayloadTooLarge):
-        await read_json(_request(_chunks(b'{"a": "' + b"x" * 500 + b'"}', 64)), 100)
+        await read_json(*_request(_chunks(b'{"a": "' + b"x" * 500 + b'"}', 64)), 100)
 
 
 async def test_a_declared_length_over_the_limit_is_refused_before_reading():
     with pytest.raises(PayloadTooLarge):
-        await read_json(_request([], length=101), 100)  # receive would raise if called
+        await read_json(*_request([], length=101), 100)  # receive would raise if called
 
 
 async def test_a_client_that_leaves_mid_body_is_a_disconnect():
     messages = [*_chunks(b'{"a": 1', 4)[:1], {"type": "http.disconnect"}]
     messages[0]["more_body"] = True
     with pytest.raises(ClientDisconnect):
-        await read_json(_request(messages), 100)
+        await read_json(*_request(messages), 100)

@@ -3,6 +3,12 @@ error rate, and over a sliding window the p95 of TTFT and end-to-end latency, th
 fraction, output tokens/s and a per-backend latency baseline. Updated at the I/O edge by
 dispatch; read as immutable snapshots.
 
+Each backend's counters are updated in place (``sent``, ``finished`` and ``prefill_ended``
+change a few fields of one mutable record); ``snapshot`` publishes an immutable
+``BackendStats`` per backend, rebuilt only for the backends that changed since the last
+snapshot. The window-derived fields and the TTFT model change only when a request ends, so
+computing them at publication gives the values they had after that update.
+
 Window: the requests that ended in the last ``WINDOW_S`` seconds, at most ``WINDOW_MAX``
 of them (the oldest drop first). Quantiles use the nearest-rank method (the smallest sample
 with at least q·n samples ≤ it; Hyndman & Fan 1996, definition 1), so every reported p95 is
@@ -19,9 +25,9 @@ backend's TTFT model (``anchor/sources/prefill.py``) that the ``expected-ttft`` 
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from llmroute.anchor.stats.prefill import PrefillFit
 from llmroute.anchor.stats.window import Sample, Window, nearest_rank_sorted
@@ -42,36 +48,15 @@ DarkReader = Callable[[float], frozenset[str]]
 """``now -> backend ids whose signals are stale or whose poll is down`` (the store's ``dark``)."""
 
 
-@dataclass(frozen=True, slots=True)
-class PrefillTicket:
+class PrefillTicket(NamedTuple):
     """One request waiting for its first token: on ``backend_id``, ``tokens`` prompt tokens,
     ``ahead`` prompt tokens pending there when it was sent (its own included), sent at
-    ``at`` (clock seconds)."""
+    ``at`` (clock seconds). Immutable (a named tuple: the cheapest immutable record)."""
 
     backend_id: str
     tokens: int
     ahead: int
     at: float
-
-
-_FIELDS = tuple(f.name for f in fields(BackendStats))
-_INDEX = {name: i for i, name in enumerate(_FIELDS)}
-_values = operator.attrgetter(*_FIELDS)
-_SETTERS = tuple(getattr(BackendStats, name).__set__ for name in _FIELDS)
-_new = object.__new__
-
-
-def _evolve(s: BackendStats, **changes: object) -> BackendStats:
-    """``dataclasses.replace(s, **changes)`` without ``__init__``'s per-field machinery: all
-    fields read in one C call and written through their slot descriptors, then the changed
-    ones overwritten (every request makes two or three). Raises KeyError for a name that is
-    not a field."""
-    out = _new(BackendStats)
-    for put, value in zip(_SETTERS, _values(s)):
-        put(out, value)
-    for name, value in changes.items():
-        _SETTERS[_INDEX[name]](out, value)
-    return out
 
 
 def _ewma(old: float | None, sample: float, alpha: float = EWMA_ALPHA) -> float:
@@ -83,57 +68,95 @@ def nearest_rank(values: Iterable[float], q: float) -> float | None:
     return nearest_rank_sorted(sorted(values), q)
 
 
-def window_fields(s: BackendStats, window: Window) -> dict[str, float | int | None]:
-    """The window-derived fields of ``s``, read from ``window`` (for one ``replace``)."""
-    return dict(
-        window_requests=len(window), window_error_rate=window.error_rate(),
-        ttft_p95_ms=nearest_rank_sorted(window.ttfts, 0.95),
-        latency_p95_ms=nearest_rank_sorted(window.latencies, 0.95),
-        ttft_baseline_ms=_baseline(s.ttft_baseline_ms, window.ttfts),
-        latency_baseline_ms=_baseline(s.latency_baseline_ms, window.latencies),
-        output_tps=window.output_tps())
-
-
 def _baseline(old: float | None, ordered: list[float]) -> float | None:
-    if len(ordered) < BASELINE_MIN:
+    n = len(ordered)
+    if n < BASELINE_MIN:
         return old
-    p50 = nearest_rank_sorted(ordered, 0.5)
-    return p50 if old is None or p50 is None else min(old, p50)
+    p50 = ordered[(n + 1) // 2 - 1]  # the nearest-rank p50: rank ceil(n / 2)
+    return p50 if old is None else min(old, p50)
 
 
-@dataclass
+_PUBLISHED = ("backend_id", "in_flight", "latency_ms", "ttft_ms", "error_rate", "taken_at",
+              "ttft_p95_ms", "latency_p95_ms", "ttft_baseline_ms", "latency_baseline_ms",
+              "window_error_rate", "output_tps", "window_requests", "prefill_tokens",
+              "prefill_ms_per_token", "prefill_overhead_ms")
+"""Every field of ``BackendStats``, in the order ``_publish`` gives their values."""
+_SETTERS = tuple(getattr(BackendStats, name).__set__ for name in _PUBLISHED)
+"""Their slot setters: ``_publish`` fills a new BackendStats through them, a quarter cheaper
+than the frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field)."""
+_new = object.__new__
+
+
+@dataclass(slots=True)
+class _Live:
+    """One backend's mutable counters (the fields of ``BackendStats`` that are not derived
+    from the window or the TTFT model), its window and TTFT model, and ``published``: its
+    last published ``BackendStats``, None once anything changed since."""
+
+    backend_id: str
+    in_flight: int = 0
+    latency_ms: float | None = None
+    ttft_ms: float | None = None
+    error_rate: float = 0.0
+    taken_at: float = 0.0
+    ttft_baseline_ms: float | None = None
+    latency_baseline_ms: float | None = None
+    prefill_tokens: int = 0
+    window: Window | None = None
+    fit: PrefillFit | None = None
+    published: BackendStats | None = None
+
+
+def _publish(live: _Live) -> BackendStats:
+    """``live`` as an immutable ``BackendStats`` (cached in ``live.published``)."""
+    fit, window = live.fit, live.window
+    model = fit.model() if fit is not None else None
+    overhead, per_token = model if model is not None else (None, None)
+    ttft_p95, latency_p95, error_rate, tps, n = (
+        window.summary() if window is not None else (None, None, None, None, 0))
+    live.published = out = _new(BackendStats)
+    for put, value in zip(_SETTERS, (
+            live.backend_id, live.in_flight, live.latency_ms, live.ttft_ms, live.error_rate,
+            live.taken_at, ttft_p95, latency_p95, live.ttft_baseline_ms,
+            live.latency_baseline_ms, error_rate, tps, n, live.prefill_tokens, per_token,
+            overhead)):
+        put(out, value)
+    return out
+
+
+
 class RouterStats:
-    """Mutable per-backend counters owned by one router process (single event loop).
+    """Per-backend counters owned by one router process (single event loop), updated in
+    place; ``snapshot`` publishes them as immutable ``BackendStats``.
 
     ``engines``, ``breakers`` and ``dark`` (optional) read the fresh engine signals, the
     breaker views and the dark backends that ``snapshot`` attaches."""
 
-    _stats: dict[str, BackendStats]
-    engines: EngineReader | None = None
-    _windows: dict[str, Window] = field(default_factory=dict)
-    _prefill: dict[str, PrefillFit] = field(default_factory=dict)
-    breakers: BreakerViews | None = None
-    dark: DarkReader | None = None
+    def __init__(self, backend_ids: Iterable[str], engines: EngineReader | None = None,
+                 breakers: BreakerViews | None = None, dark: DarkReader | None = None):
+        self._live = {b: _Live(b) for b in backend_ids}
+        self.engines, self.breakers, self.dark = engines, breakers, dark
 
     @classmethod
     def for_backends(cls, backend_ids: list[str], engines: EngineReader | None = None,
                      breakers: BreakerViews | None = None,
                      dark: DarkReader | None = None) -> RouterStats:
         """Empty stats for each backend id."""
-        return cls({b: BackendStats(b) for b in backend_ids}, engines, breakers=breakers,
-                   dark=dark)
+        return cls(backend_ids, engines, breakers, dark)
 
     def sent(self, backend_id: str, tokens: int, now: float) -> PrefillTicket | None:
         """A request with ``tokens`` prompt tokens was sent to ``backend_id``: one more in
         flight, its prompt pending prefill there. Returns the ticket for ``prefill_ended``
         or ``finished`` (None, and nothing counted, for a backend these stats do not track)."""
-        s = self._stats.get(backend_id)
-        if s is None:
+        live = self._live.get(backend_id)
+        if live is None:
             return None
         tokens = max(tokens, 1)
-        self._stats[backend_id] = _evolve(s, in_flight=s.in_flight + 1, taken_at=now,
-                                          prefill_tokens=s.prefill_tokens + tokens)
-        return PrefillTicket(backend_id, tokens, s.prefill_tokens + tokens, now)
+        live.in_flight += 1
+        live.taken_at = now
+        live.prefill_tokens += tokens
+        live.published = None
+        return PrefillTicket(backend_id, tokens, live.prefill_tokens, now)
 
     def finished(self, backend_id: str, now: float, *, ok: bool,
                  latency_ms: float | None = None, ttft_ms: float | None = None,
@@ -142,22 +165,29 @@ class RouterStats:
         """A request on ``backend_id`` ended; ``latency_ms`` end-to-end, ``ttft_ms`` to the
         first token (streams only), ``output_tokens`` generated (when known). Failures
         update only the error rates. A ``ticket`` still pending ends here too, without a
-        first token (``prefill_ended(ticket, now, first_token=False)``, in the same update)."""
+        first token (``prefill_ended(ticket, now, first_token=False)``, in the same update).
+        Raises KeyError for a backend these stats do not track."""
         if ticket is not None and ticket.backend_id != backend_id:  # not this backend's
             self.prefill_ended(ticket, now, first_token=False)
             ticket = None
-        s = self._stats[backend_id]
-        window = self._slide(backend_id, now, _sample(now, ok, latency_ms, ttft_ms,
-                                                      output_tokens))
-        prefill = ({} if ticket is None
-                   else self._prefill_end(s, ticket, now, first_token=False))
-        self._stats[backend_id] = _evolve(
-            s, in_flight=max(s.in_flight - 1, 0), taken_at=now,
-            error_rate=_ewma(s.error_rate, 0.0 if ok else 1.0),
-            latency_ms=_ewma(s.latency_ms, latency_ms) if ok and latency_ms is not None
-            else s.latency_ms,
-            ttft_ms=_ewma(s.ttft_ms, ttft_ms) if ok and ttft_ms is not None else s.ttft_ms,
-            **window_fields(s, window), **prefill)
+        live = self._live[backend_id]
+        window = live.window
+        if window is None:
+            window = live.window = Window(WINDOW_S, WINDOW_MAX)
+        window.add(_sample(now, ok, latency_ms, ttft_ms, output_tokens), now)
+        if live.in_flight > 0:
+            live.in_flight -= 1
+        live.taken_at = now
+        live.error_rate = _ewma(live.error_rate, 0.0 if ok else 1.0)
+        if ok and latency_ms is not None:
+            live.latency_ms = _ewma(live.latency_ms, latency_ms)
+        if ok and ttft_ms is not None:
+            live.ttft_ms = _ewma(live.ttft_ms, ttft_ms)
+        live.ttft_baseline_ms = _baseline(live.ttft_baseline_ms, window.ttfts)
+        live.latency_baseline_ms = _baseline(live.latency_baseline_ms, window.latencies)
+        if ticket is not None:
+            _prefill_end(live, ticket, now, first_token=False)
+        live.published = None
 
     def prefill_ended(self, ticket: PrefillTicket | None, now: float, *,
                       first_token: bool) -> None:
@@ -165,27 +195,9 @@ class RouterStats:
         backend's model) or ended without one there (failed over, refused, cancelled)."""
         if ticket is None:
             return
-        s = self._stats[ticket.backend_id]
-        self._stats[ticket.backend_id] = _evolve(
-            s, **self._prefill_end(s, ticket, now, first_token=first_token))
-
-    def _prefill_end(self, s: BackendStats, ticket: PrefillTicket, now: float, *,
-                     first_token: bool) -> dict[str, float | int | None]:
-        """The fields ``ticket``'s end changes: pending tokens, the refitted TTFT model."""
-        fit = self._prefill.setdefault(ticket.backend_id, PrefillFit())
-        if first_token:
-            fit.add(ticket.ahead, (now - ticket.at) * 1000.0)
-        model = fit.model()
-        overhead, per_token = model if model is not None else (None, None)
-        return {"prefill_tokens": max(s.prefill_tokens - ticket.tokens, 0),
-                "prefill_overhead_ms": overhead, "prefill_ms_per_token": per_token}
-
-    def _slide(self, backend_id: str, now: float, sample: Sample) -> Window:
-        window = self._windows.get(backend_id)
-        if window is None:
-            window = self._windows[backend_id] = Window(WINDOW_S, WINDOW_MAX)
-        window.add(sample, now)
-        return window
+        live = self._live[ticket.backend_id]
+        _prefill_end(live, ticket, now, first_token=first_token)
+        live.published = None
 
     def snapshot(self, now: float) -> MetricsSnapshot:
         """An immutable copy of every backend's stats (and fresh engine signals) at ``now``,
@@ -193,7 +205,20 @@ class RouterStats:
         engines = dict(self.engines(now)) if self.engines is not None else {}
         breakers = self.breakers() if self.breakers is not None else {}
         dark = self.dark(now) if self.dark is not None else frozenset()
-        return MetricsSnapshot(dict(self._stats), now, engines, breakers, dark)
+        stats = {b: live.published if live.published is not None else _publish(live)
+                 for b, live in self._live.items()}
+        return MetricsSnapshot(stats, now, engines, breakers, dark)
+
+
+def _prefill_end(live: _Live, ticket: PrefillTicket, now: float, *, first_token: bool
+                 ) -> None:
+    """``ticket``'s prompt is no longer pending; a first token teaches the TTFT model."""
+    fit = live.fit
+    if fit is None:
+        fit = live.fit = PrefillFit()
+    if first_token:
+        fit.add(ticket.ahead, (now - ticket.at) * 1000.0)
+    live.prefill_tokens = max(live.prefill_tokens - ticket.tokens, 0)
 
 
 def _sample(now: float, ok: bool, latency_ms: float | None, ttft_ms: float | None,

@@ -1,20 +1,19 @@
 """The router's sliding window of finished requests, with O(log n) upkeep per request:
 sorted TTFT and latency lists (``bisect``) and running sums, so reading p50/p95, the failed
-fraction and output tokens/s costs no scan of the window."""
+fraction and output tokens/s (``summary``) costs no scan of the window."""
 
 from __future__ import annotations
 
 import bisect
 import math
 from collections import deque
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Sample:
+class Sample(NamedTuple):
     """One finished request: clock time ``at`` (s), ``ok``, end-to-end ``latency_ms`` and
     ``ttft_ms`` (None when unknown), ``output_tokens`` and the generation time ``gen_s``
-    (end-to-end minus TTFT, seconds)."""
+    (end-to-end minus TTFT, seconds). Immutable (a named tuple: one is made per request)."""
 
     at: float
     ok: bool
@@ -54,35 +53,45 @@ class Window:
 
     def add(self, sample: Sample, now: float) -> None:
         """Append ``sample``; drop samples older than the window or beyond ``maxlen``."""
-        self._samples.append(sample)
-        self._count(sample, +1)
-        while len(self._samples) > self._maxlen or self._samples[0].at < now - self._window_s:
-            self._count(self._samples.popleft(), -1)
+        samples = self._samples
+        samples.append(sample)
+        if sample.ok:
+            self._enter(sample)
+        horizon, maxlen = now - self._window_s, self._maxlen
+        while len(samples) > maxlen or samples[0].at < horizon:
+            old = samples.popleft()
+            if old.ok:
+                self._leave(old)
 
-    def error_rate(self) -> float | None:
-        """Failed fraction (0–1) of the window; None when empty."""
+    def summary(self) -> tuple[float | None, float | None, float | None, float | None, int]:
+        """``(ttft_p95_ms, latency_p95_ms, error_rate, output_tps, samples)``: the nearest-rank
+        p95s of the successful samples, the failed fraction (0–1) and the output tokens per
+        second of generation time; each None when the window has nothing to say."""
         n = len(self._samples)
-        return (n - self.good) / n if n else None
+        ttfts, latencies = self.ttfts, self.latencies
+        return (nearest_rank_sorted(ttfts, 0.95) if ttfts else None,
+                nearest_rank_sorted(latencies, 0.95) if latencies else None,
+                (n - self.good) / n if n else None,
+                self._tokens / self._gen_s if self._gen_s > 1e-12 else None, n)
 
-    def output_tps(self) -> float | None:
-        """Output tokens per second of generation time over the window; None if unknown."""
-        return self._tokens / self._gen_s if self._gen_s > 1e-12 else None
+    def _enter(self, s: Sample) -> None:
+        """Count a successful sample in."""
+        self.good += 1
+        if s.ttft_ms is not None:
+            bisect.insort(self.ttfts, s.ttft_ms)
+        if s.latency_ms is not None:
+            bisect.insort(self.latencies, s.latency_ms)
+        if s.output_tokens and s.gen_s is not None and s.gen_s > 0:  # ``s.timed``
+            self._tokens += s.output_tokens
+            self._gen_s += s.gen_s
 
-    def _count(self, s: Sample, sign: int) -> None:
-        if not s.ok:
-            return
-        self.good += sign
-        _update(self.ttfts, s.ttft_ms, sign)
-        _update(self.latencies, s.latency_ms, sign)
-        if s.timed:
-            self._tokens += sign * s.output_tokens
-            self._gen_s = max(self._gen_s + sign * s.gen_s, 0.0)
-
-
-def _update(ordered: list[float], value: float | None, sign: int) -> None:
-    if value is None:
-        return
-    if sign > 0:
-        bisect.insort(ordered, value)
-    else:
-        del ordered[bisect.bisect_left(ordered, value)]
+    def _leave(self, s: Sample) -> None:
+        """Count a successful sample out."""
+        self.good -= 1
+        if s.ttft_ms is not None:
+            del self.ttfts[bisect.bisect_left(self.ttfts, s.ttft_ms)]
+        if s.latency_ms is not None:
+            del self.latencies[bisect.bisect_left(self.latencies, s.latency_ms)]
+        if s.output_tokens and s.gen_s is not None and s.gen_s > 0:  # ``s.timed``
+            self._tokens -= s.output_tokens
+            self._gen_s = max(self._gen_s - s.gen_s, 0.0)

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmroute.anchor.stats.router import WINDOW_S, RouterStats, nearest_rank
-from llmroute.types import BreakerView
+from llmroute.types import BackendStats, BreakerView
 
 
 @pytest.mark.parametrize("values,q,expected", [
@@ -16,6 +16,10 @@ from llmroute.types import BreakerView
     ids=["empty", "one", "twenty", "hundred", "unsorted-median"])
 def test_nearest_rank(values, q, expected):
     assert nearest_rank(values, q) == expected
+
+
+def test_a_backend_without_requests_publishes_the_default_stats():
+    assert RouterStats.for_backends(["a"]).snapshot(0.0).stats["a"] == BackendStats("a")
 
 
 def test_in_flight_and_ewma_still_work():
