@@ -28,6 +28,7 @@ from llmroute import pipeline
 from llmroute.api.body import read_json
 from llmroute.api.errors import on_llmroute_error, on_unexpected, request_id
 from llmroute.errors import LLMRouteError
+from llmroute.observe.trace import Recorder, failure
 from llmroute.runtime import Runtime
 from llmroute.types import ChatRequest
 
@@ -66,12 +67,24 @@ class Exchange:
 
     async def _serve(self, request: Request, send: Send) -> None:
         rt: Runtime = request.app.state.runtime
+        trace = rt.observer.recorder(request_id(request), request.headers)
+        try:
+            await self._answer(rt, request, send, trace)
+        except BaseException as exc:
+            trace.fail(*failure(exc))
+            raise
+        finally:
+            rt.observer.finish(trace)
+
+    async def _answer(self, rt: Runtime, request: Request, send: Send, trace: Recorder
+                      ) -> None:
         caller = await pipeline.authenticate(rt, request.headers) if rt.policy else None
         body = await read_json(request, rt.config.server.max_body_bytes)
         chat = self._parse(body, request_id(request))
+        trace.received(chat.stream, chat.prompt_tokens, chat.text)
         async with DisconnectWatch(request.receive) as watch:
             try:
-                routed = await pipeline.route(rt, chat, caller, request.headers)
+                routed = await pipeline.route(rt, chat, caller, request.headers, trace)
                 if routed.stream is None:
                     await _send_json(send, routed.body, routed.headers)
                 else:
@@ -79,6 +92,7 @@ class Exchange:
             except asyncio.CancelledError:
                 if not watch.gone:
                     raise
+                trace.fail(499, "client disconnected")
 
 
 WATCH_AFTER_S = 0.05
