@@ -50,6 +50,7 @@ class Observer:
     def __init__(self, config: ObserveConfig, metrics: Metrics, audit: AuditLog | None):
         self.config, self.metrics, self.audit = config, metrics, audit
         self.ring = TraceRing(config.trace_ring)
+        self._series: dict[tuple[str, ...], Any] = {}  # labelled children, looked up once
 
     def recorder(self, request_id: str, headers: Mapping[str, str]) -> Recorder:
         """A recorder for a request arriving now; the trace id is the W3C ``traceparent``'s
@@ -69,13 +70,15 @@ class Observer:
 
     def _measure(self, trace: Trace, stream: bool) -> None:
         s, m = trace.summary, self.metrics
-        pool, backend = s.get("pool", "none"), s.get("backend", "none")
-        m.requests.labels(pool, backend, s.get("intent", "none"), s.get("strategy", "none"),
-                          str(trace.status)).inc()
-        m.duration.labels(pool, backend).observe(trace.duration_ms / 1000)
-        m.tokens.labels(pool, backend, "input").observe(s.get("tokens_in", 0))
+        key = (s.get("pool", "none"), s.get("backend", "none"), s.get("intent", "none"),
+               s.get("strategy", "none"), str(trace.status))
+        count, duration, tokens_in, tokens_out, ttft, tpot = self._series.get(key) \
+            or self._labelled(key)
+        count.inc()
+        duration.observe(trace.duration_ms / 1000)
+        tokens_in.observe(s.get("tokens_in", 0))
         out = s.get("tokens_out", 0)
-        m.tokens.labels(pool, backend, "output").observe(out)
+        tokens_out.observe(out)
         for step in trace.steps:
             if step.name == "gate":
                 m.gate.labels(step.fields["source"]).observe(step.duration_ms / 1000)
@@ -84,12 +87,21 @@ class Observer:
                 _bump(m.melt.legs, step.fields["backend"])
             elif step.name == "handoff":
                 _bump(m.melt.handoffs, step.fields["backend"])
-        ttft = s.get("ttft_ms")
-        if stream and ttft is not None:
-            m.ttft.labels(pool, backend).observe(ttft / 1000)
+        first = s.get("ttft_ms")
+        if stream and first is not None:
+            ttft.observe(first / 1000)
             if out > 1:
-                m.tpot.labels(pool, backend).observe(
-                    max(trace.duration_ms - ttft, 0.0) / 1000 / (out - 1))
+                tpot.observe(max(trace.duration_ms - first, 0.0) / 1000 / (out - 1))
+
+    def _labelled(self, key: tuple[str, ...]) -> tuple[Any, ...]:
+        """The request's labelled series for ``key`` (pool, backend, intent, strategy,
+        status), made once: ``labels()`` takes a lock and builds a tuple per call."""
+        m, where = self.metrics, key[:2]
+        series = (m.requests.labels(*key), m.duration.labels(*where),
+                  m.tokens.labels(*where, "input"), m.tokens.labels(*where, "output"),
+                  m.ttft.labels(*where), m.tpot.labels(*where))
+        self._series[key] = series
+        return series
 
     def _line(self, trace: Trace, rec: Recorder) -> dict[str, Any]:
         s = trace.summary
