@@ -154,12 +154,16 @@ class Recorder:
 
     def handoff(self, backend: str, to: str | None, reason: str, at_token: int,
                 window: tuple[float, ...]) -> None:
-        """A handoff from ``backend`` to ``to`` (None: a dead end, nothing continued)."""
+        """A handoff from ``backend`` to ``to`` (None: a dead end, nothing continued), noted
+        once the next leg has opened: the step runs from the end of ``backend``'s attempt
+        until now (its duration is the gap the client saw)."""
         kind = "handoff" if to is not None else "dead_end"
         if to is not None:
             self.summary.setdefault("handoffs", []).append([backend, reason])
         now = (time.perf_counter() - self.t0) * 1000
-        self.steps.append(Step(kind, now, 0.0, {
+        ended = next((s.start_ms + s.duration_ms for s in reversed(self.steps)
+                      if s.name == "attempt" and s.fields["backend"] == backend), now)
+        self.steps.append(Step(kind, ended, now - ended, {
             "backend": backend, "to": to, "reason": reason, "at_token": at_token,
             "window": [round(h, 4) for h in window]}))
 
@@ -193,7 +197,8 @@ class Recorder:
         self.summary["error"] = error
 
     def finish(self) -> Trace:
-        """The immutable trace, with a closing ``response`` step."""
+        """The immutable trace, its steps in order of their start, with a closing
+        ``response`` step."""
         now = time.perf_counter()
         start = max((s.start_ms + s.duration_ms for s in self.steps), default=0.0)
         total = (now - self.t0) * 1000
@@ -201,7 +206,7 @@ class Recorder:
             "status": self.status, "usage": self.summary.get("usage"),
             "finish_reason": self.summary.get("finish_reason")}))
         return Trace(self.request_id, self.trace_id, self.at, total, self.status,
-                     self.summary, tuple(self.steps))
+                     self.summary, tuple(sorted(self.steps, key=_start)))
 
 
 def failure(exc: BaseException) -> tuple[int, str]:
@@ -211,6 +216,10 @@ def failure(exc: BaseException) -> tuple[int, str]:
     if isinstance(exc, asyncio.CancelledError) or type(exc).__name__ == "ClientDisconnect":
         return 499, "client disconnected"
     return 500, "internal error"
+
+
+def _start(step: Step) -> float:
+    return step.start_ms
 
 
 def _num(x: float) -> float | None:

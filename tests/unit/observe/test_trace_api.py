@@ -76,6 +76,9 @@ async def test_a_handoff_is_in_the_trace_and_the_melt_rate():
     assert handoff["at_token"] == 2 and handoff["to"] != first
     assert t["handoffs"] == [[first, "cut"]] and t["ttft_ms"] is not None
     assert [s["ok"] for s in t["steps"] if s["step"] == "attempt"] == [False, True]
+    assert names(t)[-4:] == ["attempt", "handoff", "attempt", "response"]
+    offsets = [s["start_ms"] for s in t["steps"]]
+    assert offsets == sorted(offsets) and handoff["duration_ms"] >= 0
     assert f'llmroute_melt_rate{{backend="{first}"}} 1.0' in metrics
     assert f'llmroute_streamed_legs_total{{backend="{first}"}} 1.0' in metrics
 
