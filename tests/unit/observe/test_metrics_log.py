@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import structlog
+from structlog.testing import capture_logs
 from fakes.router import make_config, open_router
 from fakes.upstream import serve_upstream
 
@@ -60,7 +60,7 @@ async def test_one_log_line_per_request_without_prompt_text():
     async with serve_upstream(["ok"]) as up, \
             open_router(make_config([{"id": "a", "pool": "general",
                                       "base_url": up.base_url}])) as (_, client):
-        with structlog.testing.capture_logs() as logs:
+        with capture_logs() as logs:
             await client.post(CHAT, json=chat("secret words"), headers={"x-request-id": "l1"})
     lines = [e for e in logs if e["event"] == "request"]
     assert len(lines) == 1
@@ -76,7 +76,7 @@ async def test_log_prompts_adds_the_prompt_and_answer():
         cfg = make_config([{"id": "a", "pool": "general", "base_url": up.base_url}],
                           observe={"log_prompts": True})
         async with open_router(cfg) as (_, client):
-            with structlog.testing.capture_logs() as logs:
+            with capture_logs() as logs:
                 await client.post(CHAT, json=chat("secret words", stream=True))
     line = next(e for e in logs if e["event"] == "request")
     assert "secret words" in line["prompt"] and line["answer"] == "Hello from the fake engine."
