@@ -26,6 +26,7 @@ from pydantic import (
 
 from llmroute.backends.engines import ENGINES, Capability, engine_kind
 from llmroute.config_anchor import AnchorConfig
+from llmroute.config_observe import ObserveConfig
 from llmroute.config_policy import AuthConfig, LimitsConfig
 from llmroute.errors import ConfigError
 
@@ -267,6 +268,7 @@ class Config(_Strict):
     auth: AuthConfig = AuthConfig()
     limits: LimitsConfig = LimitsConfig()
     strategies: StrategiesConfig | None = None
+    observe: ObserveConfig = ObserveConfig()
     source: str = "<memory>"
 
 

@@ -7,6 +7,7 @@
     │   ├── InvalidRequest             400 invalid_request_error (bad JSON, bad field, n > 1 …)
     │   ├── ContextLengthExceeded      400 context_length_exceeded (no backend's context fits)
     │   ├── ModelNotFound              404 model_not_found
+    │   ├── NotFound                   404 not_found (an unknown trace id)
     │   ├── PayloadTooLarge            413 request body over the configured limit
     │   └── UnsupportedMediaType       415 Content-Type is not application/json
     ├── BackendError                   an engine failed; .backend_id, .retryable
@@ -75,6 +76,14 @@ class ModelNotFound(RequestError):
 
     status = 404
     code = "model_not_found"
+
+
+class NotFound(RequestError):
+    """404: an id the router does not know (``GET /trace/{request_id}``)."""
+
+    status = 404
+    type = "not_found_error"
+    code = "not_found"
 
 
 class PayloadTooLarge(RequestError):

@@ -6,7 +6,6 @@ The layers never call each other; every step gets what it needs as arguments.
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 from llmroute import dispatch
 from llmroute.anchor.protocol import AnchorContext
 from llmroute.errors import ContextLengthExceeded
+from llmroute.observe.trace import Recorder
 from llmroute.policy.auth import Caller
 from llmroute.policy.usage import Metered, answer_tokens
 from llmroute.runtime import Runtime
@@ -50,12 +50,19 @@ async def decide(rt: Runtime, request: ChatRequest, intent: Intent | None = None
 
 
 def settle(rt: Runtime, request: ChatRequest, intent: Intent, *, explain: bool = True,
-           headers: Mapping[str, str] = NO_HEADERS) -> Decision:
-    """Strategy (matched on the request, its ``intent`` and ``headers``) and anchor;
-    ``explain``: see ``rank``. Raises ModelNotFound or ContextLengthExceeded."""
+           headers: Mapping[str, str] = NO_HEADERS, trace: Recorder | None = None
+           ) -> Decision:
+    """Strategy (matched on the request, its ``intent`` and ``headers``) and anchor, each
+    noted in ``trace``; ``explain``: see ``rank``. Raises ModelNotFound or
+    ContextLengthExceeded."""
     matched = rt.strategy.choose(request, intent, headers)
     plan = matched.plan
-    return Decision(intent, plan, rank(rt, request, intent, plan, explain=explain), matched)
+    if trace is not None:
+        trace.strategy(matched.header, matched.kind, plan.pool)
+    d = Decision(intent, plan, rank(rt, request, intent, plan, explain=explain), matched)
+    if trace is not None:
+        trace.anchor(d.candidates)
+    return d
 
 
 async def authenticate(rt: Runtime, headers: Mapping[str, str]) -> Caller | None:
@@ -65,16 +72,19 @@ async def authenticate(rt: Runtime, headers: Mapping[str, str]) -> Caller | None
 
 
 async def route(rt: Runtime, request: ChatRequest, caller: Caller | None = None,
-                headers: Mapping[str, str] = NO_HEADERS) -> Routed:
+                headers: Mapping[str, str] = NO_HEADERS, trace: Recorder | None = None
+                ) -> Routed:
     """Serve ``request`` for ``caller`` (None: auth off; its HTTP ``headers`` feed the
     strategy triggers): admit (403/429; a refusal costs nothing after it), ``serve``, then
     reconcile the reservation with the real usage — now for JSON, when the stream ends for
-    SSE — and add the ``x-ratelimit-*`` headers."""
+    SSE — and add the ``x-ratelimit-*`` headers. Each step is noted in ``trace``."""
     if caller is None or rt.policy is None:
-        return await serve(rt, request, None, headers)
+        return await serve(rt, request, None, headers, trace)
     ticket = await rt.policy.admit(caller, request)
+    if trace is not None:
+        trace.caller(caller.key.id, caller.tenant.id)
     try:
-        routed = await serve(rt, request, caller, headers)
+        routed = await serve(rt, request, caller, headers, trace)
     except BaseException:
         await ticket.settle(None)  # nothing served: every reserved token goes back
         raise
@@ -86,20 +96,24 @@ async def route(rt: Runtime, request: ChatRequest, caller: Caller | None = None,
 
 
 async def serve(rt: Runtime, request: ChatRequest, caller: Caller | None = None,
-                headers: Mapping[str, str] = NO_HEADERS) -> Routed:
+                headers: Mapping[str, str] = NO_HEADERS, trace: Recorder | None = None
+                ) -> Routed:
     """Decide (the strategy matched on ``headers`` too), dispatch with failover, and describe
-    the route in headers (``route_headers``, plus ``server-timing`` with the gate's time).
-    Raises PermissionDenied (403) when the plan's pool is not one ``caller``'s key may use."""
-    started = time.perf_counter()
+    the route in headers (``route_headers``, plus ``server-timing`` with the gate's time);
+    every step is noted in ``trace`` (a throwaway one when None). Raises PermissionDenied
+    (403) when the plan's pool is not one ``caller``'s key may use."""
+    trace = trace or Recorder(request.request_id, request.request_id)
     intent = await rt.gate.classify(request)
-    timing = server_timing((time.perf_counter() - started) * 1000.0)
-    d = settle(rt, request, intent, explain=False, headers=headers)
+    timing = server_timing(trace.gate(intent))
+    d = settle(rt, request, intent, explain=False, headers=headers, trace=trace)
     if caller is not None:
         caller.check_pool(d.plan.pool)
     if request.stream:
-        backend, stream = await dispatch.open_stream(rt.dispatch, request, d.plan, d.candidates)
+        backend, stream = await dispatch.open_stream(rt.dispatch, request, d.plan,
+                                                     d.candidates, trace)
         return Routed(route_headers(request, d, backend) | timing, stream=stream)
-    backend, body = await dispatch.complete(rt.dispatch, request, d.plan, d.candidates)
+    backend, body = await dispatch.complete(rt.dispatch, request, d.plan, d.candidates, trace)
+    trace.answered(body)
     return Routed(route_headers(request, d, backend) | timing, body=body)
 
 

@@ -19,6 +19,7 @@ from llmroute.fuse.breaker import CircuitBreaker
 from llmroute.gate.protocol import Gate
 from llmroute.observe.fuse_events import FuseEventStore
 from llmroute.observe.metrics import Metrics
+from llmroute.observe.observer import Observer
 from llmroute.policy.gateway import Policy
 from llmroute.strategy.book import StrategyBook
 from llmroute.types import Backend
@@ -40,7 +41,8 @@ class Runtime:
     ``dispatch`` is dispatch's narrow view of the same parts (``dispatch.Deps``); ``clock``
     is monotonic seconds, ``wall_clock`` epoch seconds; ``strategy`` the loaded strategies
     (swapped whole on reload); ``signals`` holds the polled engine signals; ``fleet`` the
-    local engines, when any were started; ``policy`` the gateway policies (keys, limits),
+    local engines, when any were started; ``observer`` takes every request's trace (ring,
+    metrics, log line, audit); ``policy`` the gateway policies (keys, limits),
     None with auth off."""
 
     config: Config
@@ -55,6 +57,7 @@ class Runtime:
     dispatch: Deps
     clock: Callable[[], float]
     wall_clock: Callable[[], float]
+    observer: Observer
     signals: SignalStore | None = None
     fleet: Fleet | None = None
     policy: Policy | None = None

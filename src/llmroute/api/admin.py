@@ -87,7 +87,10 @@ async def create_key(request: Request) -> Response:
     rt: Runtime = request.app.state.runtime
     policy = _policy(request)
     try:
-        spec = KeyIn.model_validate(await read_json(request, rt.config.server.max_body_bytes))
+        body = await read_json(request.receive, request.headers.get("content-type"),
+                               request.headers.get("content-length"),
+                               rt.config.server.max_body_bytes)
+        spec = KeyIn.model_validate(body)
     except ValidationError as exc:
         raise InvalidRequest(f"bad key: {exc.errors()[0]['msg']}", param=".".join(
             str(p) for p in exc.errors()[0]["loc"])) from exc

@@ -30,6 +30,7 @@ from llmroute.api.exchange import Exchange
 from llmroute.api.metrics import metrics
 from llmroute.api.ready import ready
 from llmroute.api.responses import json_response
+from llmroute.api.trace import get_trace
 from llmroute.api.wire import parse_chat, parse_completion
 from llmroute.config import Config
 from llmroute.errors import LLMRouteError
@@ -97,6 +98,7 @@ def _routes(hot: dict[str, Exchange]) -> list[Route]:
         Route("/debug/strategies", operator(debug_strategies), methods=["GET"]),
         Route("/metrics", operator(metrics, metrics=True), methods=["GET"]),
         Route("/debug/fuse", operator(debug_fuse), methods=["GET"]),
+        Route("/trace/{request_id:path}", operator(get_trace), methods=["GET"]),
         Route("/admin/keys", operator(list_keys), methods=["GET"]),
         Route("/admin/keys", operator(create_key), methods=["POST"]),
         Route("/admin/keys/{key_id}", operator(revoke_key), methods=["DELETE"]),

@@ -29,6 +29,7 @@ from llmroute import pipeline
 from llmroute.api.body import read_json
 from llmroute.api.errors import keep_request_id, on_llmroute_error, on_unexpected
 from llmroute.errors import LLMRouteError
+from llmroute.observe.trace import Recorder, failure
 from llmroute.runtime import Runtime
 from llmroute.types import ChatRequest
 
@@ -62,15 +63,29 @@ class Exchange:
     async def _serve(self, scope: Scope, receive: Receive, reply: _Reply) -> None:
         rt: Runtime = scope["app"].state.runtime
         headers = _first_values(scope)
+        rid = keep_request_id(scope, _text(headers, b"x-request-id"))
         http_headers = Headers(scope=scope)
+        trace = rt.observer.recorder(rid, http_headers)
+        try:
+            await self._answer(rt, receive, reply, headers, http_headers, trace)
+        except BaseException as exc:
+            trace.fail(*failure(exc))
+            raise
+        finally:
+            rt.observer.finish(trace)
+
+    async def _answer(self, rt: Runtime, receive: Receive, reply: _Reply,
+                      headers: dict[bytes, bytes], http_headers: Headers, trace: Recorder
+                      ) -> None:
         caller = await pipeline.authenticate(rt, http_headers) if rt.policy else None
         body = await read_json(receive, _text(headers, b"content-type"),
                                _text(headers, b"content-length"),
                                rt.config.server.max_body_bytes)
-        chat = self._parse(body, keep_request_id(scope, _text(headers, b"x-request-id")))
+        chat = self._parse(body, trace.request_id)
+        trace.received(chat.stream, chat.prompt_tokens, chat.text)
         with DisconnectWatch(receive) as watch:
             try:
-                routed = await pipeline.route(rt, chat, caller, http_headers)
+                routed = await pipeline.route(rt, chat, caller, http_headers, trace)
                 if routed.stream is None:
                     await reply.json(routed.body, routed.headers)
                 else:
@@ -78,6 +93,7 @@ class Exchange:
             except asyncio.CancelledError:
                 if not watch.gone:
                     raise
+                trace.fail(499, "client disconnected")
 
 
 def _first_values(scope: Scope) -> dict[bytes, bytes]:

@@ -32,6 +32,8 @@ from llmroute.fuse.breaker import CircuitBreaker
 from llmroute.local.engines import EngineFleet, EngineSpec
 from llmroute.observe.fuse_events import FuseEventStore
 from llmroute.observe.metrics import Metrics
+from llmroute.observe.observer import make_observer
+from llmroute.observe.signals import SignalCollector
 from llmroute.runtime import Runtime
 from llmroute.types import Backend
 
@@ -73,9 +75,10 @@ def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSe
     send = dispatch_deps(config, backends, BackendClient(session, config.timeouts), breaker,
                          stats, shared.affinity)
     strategy = make_book(config, backends, send.wall_clock, send.metrics.registry)
+    send.metrics.registry.register(SignalCollector(stats.snapshot, backends, send.clock))
     return Runtime(config, backends, make_gate(config), strategy, profile, breaker, stats,
                    send.metrics, send.fuse_events, send, send.clock, send.wall_clock,
-                   signals=store, fleet=fleet,
+                   make_observer(config.observe, send.metrics), signals=store, fleet=fleet,
                    policy=build_policy(config, send.clock, send.wall_clock))
 
 
@@ -113,6 +116,8 @@ async def open_runtime(config: Config, progress: Progress | None = None
             aiohttp.ClientSession(connector=connector, auto_decompress=False))
         rt = wire(config, make_backends(config, urls), session, fleet)
         stack.callback(rt.fuse_events.close)
+        if rt.observer.audit is not None:
+            stack.push_async_callback(rt.observer.audit.close)
         if rt.policy is not None:
             stack.callback(rt.policy.keys.close)
         await rt.gate.start()  # fits/loads in a worker thread; the loop keeps running

@@ -1,5 +1,5 @@
 """``llmroute`` command line: ``serve``, ``demo``, ``emulate``, ``backends``, ``classify``,
-``gate``, ``strategy``, ``keys``, ``tenants`` and ``bench``."""
+``gate``, ``strategy``, ``keys``, ``tenants``, ``trace``, ``audit`` and ``bench``."""
 
 from __future__ import annotations
 
@@ -40,11 +40,13 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("args", nargs=argparse.REMAINDER, help="passed to bench/NAME.py")
     from llmroute.cli.gate import add_commands
     from llmroute.cli.keys import add_commands as add_key_commands
+    from llmroute.cli.observe import add_commands as add_observe_commands
     from llmroute.cli.strategy import add_commands as add_strategy_commands
 
     add_commands(sub)
     add_strategy_commands(sub)
     add_key_commands(sub)
+    add_observe_commands(sub)
     return p
 
 
@@ -79,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
             from llmroute.cli.strategy import run as run_strategy
 
             return run_strategy(args)
+        if hasattr(args, "observe_run"):  # trace, audit
+            return args.observe_run(args)
         if args.command == "backends":
             from llmroute.cli.anchor import watch
 

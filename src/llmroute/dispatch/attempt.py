@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from llmroute.anchor.stats.router import PrefillTicket
 from llmroute.dispatch.deps import Deps
 from llmroute.errors import BackendError
+from llmroute.observe.trace import Recorder
 from llmroute.types import Backend, Candidate, Outcome
 
 
@@ -32,14 +33,18 @@ class Attempt:
     ttft_s: float | None = None
     output_tokens: int = 0
     done: bool = False
+    trace: Recorder | None = None
 
     @classmethod
-    def begin(cls, deps: Deps, backend: Backend, prompt_tokens: int = 0) -> Attempt:
+    def begin(cls, deps: Deps, backend: Backend, prompt_tokens: int = 0,
+              trace: Recorder | None = None) -> Attempt:
         """Count a request as in flight on ``backend`` (a half-open breaker's probe), its
-        ``prompt_tokens`` as pending prefill there until its first token."""
+        ``prompt_tokens`` as pending prefill there until its first token; its settlement
+        is noted in ``trace``."""
         now = deps.clock()
         deps.breaker.begin(backend.id, now)
-        return cls(deps, backend, now, deps.stats.sent(backend.id, prompt_tokens, now))
+        return cls(deps, backend, now, deps.stats.sent(backend.id, prompt_tokens, now),
+                   trace=trace)
 
     def first_token(self) -> None:
         """The first token arrived: the prompt is no longer pending, and the time since
@@ -71,6 +76,9 @@ class Attempt:
                                  output_tokens=output_tokens or self.output_tokens or None,
                                  ticket=self._take_ticket())
         self.deps.breaker.record(self.backend.id, Outcome.SUCCESS, now)
+        if self.trace is not None:
+            self.trace.attempt(self.backend.id, now - self.started, self.ttft_s,
+                               output_tokens or self.output_tokens, None, ok=True)
 
     def fail(self, err: BaseException | None, *, to_breaker: bool = True) -> None:
         """The request failed (``err``) or was abandoned (None: client gone, or handed off
@@ -81,6 +89,9 @@ class Attempt:
         now = self.deps.clock()
         self.deps.stats.finished(self.backend.id, now, ok=err is None,
                                  ticket=self._take_ticket())
+        if self.trace is not None:
+            self.trace.attempt(self.backend.id, now - self.started, self.ttft_s,
+                               self.output_tokens, err, ok=False)
         if to_breaker and isinstance(err, BackendError) and err.retryable:
             self.blame()
         else:
@@ -106,9 +117,11 @@ class Budget:
     shared by pre-first-byte retries and mid-stream handoffs, over ``candidates`` in order,
     each backend at most once."""
 
-    def __init__(self, candidates: list[Candidate], max_attempts: int):
+    def __init__(self, candidates: list[Candidate], max_attempts: int,
+                 trace: Recorder | None = None):
         self._queue = list(candidates)
         self.left = max_attempts
+        self.trace = trace  # the request's trace: its attempts and handoffs
 
     def take(self) -> Candidate | None:
         """The next candidate, spending one attempt; None when the budget is spent."""

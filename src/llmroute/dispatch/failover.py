@@ -51,7 +51,7 @@ async def with_failover(deps: Deps, plan: RoutePlan, budget: Budget,
     while (cand := budget.take()) is not None:
         if errors:
             await asyncio.sleep(backoff_s(deps.retry, len(errors), deps.rng, errors[-1]))
-        attempt = Attempt.begin(deps, cand.backend, prompt_tokens)
+        attempt = Attempt.begin(deps, cand.backend, prompt_tokens, budget.trace)
         try:
             result = await call(cand.backend)
         except BackendError as err:

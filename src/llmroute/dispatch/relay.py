@@ -194,6 +194,8 @@ class Relay:
         tail, self._tail = self._tail, None
         if tail is None:
             return b""
+        if last and self.budget.trace is not None:
+            self.budget.trace.streamed(tail, self.seam.text)
         return encode_json(self.seam.finish(tail) if last else tail)
 
     def _can_continue(self) -> bool:
@@ -227,6 +229,9 @@ class Relay:
         counter.labels(backend.id, reason).inc()
         log.warning("fuse_" + kind, backend=backend.id, to=to.id if to else None,
                     reason=reason, at_token=self.seam.tokens)
+        if self.budget.trace is not None:
+            self.budget.trace.handoff(backend.id, to.id if to else None, reason,
+                                      self.seam.tokens, verdict.window)
         await self.deps.fuse_events.add(FuseEvent(
             self.deps.wall_clock(), self.request.request_id, backend.id, reason, kind,
             self.seam.tokens, verdict.window, to.id if to else None))

@@ -22,11 +22,13 @@ from llmroute.fuse.degrade import (
     pool_health,
     tiered,
 )
+from llmroute.observe.trace import Recorder
 from llmroute.types import Backend, Candidate, ChatRequest, RoutePlan
 
 
 async def complete(deps: Deps, request: ChatRequest, plan: RoutePlan,
-                   candidates: list[Candidate]) -> tuple[Backend, dict[str, Any]]:
+                   candidates: list[Candidate], trace: Recorder | None = None
+                   ) -> tuple[Backend, dict[str, Any]]:
     """Non-streamed request with failover; returns the backend used and its answer (the
     engine's JSON, or the pool's canned answer). Raises as ``with_failover`` does, or
     NoBackendAvailable when the degraded pool sheds."""
@@ -38,15 +40,16 @@ async def complete(deps: Deps, request: ChatRequest, plan: RoutePlan,
     if ordered is None:
         return canned_backend(plan.pool), canned_completion(
             request, deps.fuse.degradation[plan.pool], int(deps.wall_clock()))
-    attempt, answer = await with_failover(deps, plan, Budget(ordered, plan.max_attempts), call,
-                                          request.prompt_tokens)
+    attempt, answer = await with_failover(deps, plan, Budget(ordered, plan.max_attempts, trace),
+                                          call, request.prompt_tokens)
     attempt.succeed(output_tokens=_completion_tokens(answer))
     deps.affinity.record(request.text, attempt.backend.id, attempt.started)
     return attempt.backend, answer
 
 
 async def open_stream(deps: Deps, request: ChatRequest, plan: RoutePlan,
-                      candidates: list[Candidate]) -> tuple[Backend, AsyncIterator[bytes]]:
+                      candidates: list[Candidate], trace: Recorder | None = None
+                      ) -> tuple[Backend, AsyncIterator[bytes]]:
     """Streamed request with failover until the first chunk; returns the first backend and
     the SSE byte stream for the client (which ends with ``[DONE]`` or an OpenAI error
     event), handing off mid-stream as the fuse decides. Raises as ``complete`` does."""
@@ -55,7 +58,7 @@ async def open_stream(deps: Deps, request: ChatRequest, plan: RoutePlan,
         chunks = canned_chunks(request, deps.fuse.degradation[plan.pool],
                                int(deps.wall_clock()))
         return canned_backend(plan.pool), _replay(chunks)
-    relay = Relay(deps, request, plan, Budget(ordered, plan.max_attempts))
+    relay = Relay(deps, request, plan, Budget(ordered, plan.max_attempts, trace))
     relay.prewarm()  # with fuse.prewarm the fallback prefills while the primary does
     try:
         attempt = (await relay.open_leg()).attempt

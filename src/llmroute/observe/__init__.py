@@ -1,1 +1,2 @@
-"""Observability: logging, metrics, traces."""
+"""Observability: per-request traces, metrics, the per-request log line, the decision audit
+and fuse events."""

@@ -1,0 +1,121 @@
+"""What observation costs per request, in process: the trace recorder's calls, finishing
+the trace (ring + metrics), the per-request log line (rendered as ``llmroute serve``
+renders it, to a null sink) and queueing the decision-audit record — each added in turn —
+plus the audit writer's own time per record (in its worker thread, off the request path).
+
+    python bench/observe_cost.py [--quick]
+
+Every figure is the median over rounds of the mean µs per request in one round; the
+request path is simulated with the same calls ``pipeline.py`` and ``dispatch/`` make
+(receive, gate, strategy, anchor with two scored candidates, one attempt, the answer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from llmroute.config_observe import ObserveConfig
+from llmroute.observe.metrics import Metrics
+from llmroute.observe.observer import Observer, make_observer
+from llmroute.observe.trace import Recorder
+from llmroute.types import Backend, Candidate, Intent
+
+BACKENDS = [Backend(f"b{i}", "general", "vllm", "http://x", "m", 4096) for i in range(2)]
+CANDIDATES = [Candidate(b, 0.8 - i / 10, {"queue-depth": 0.9, "kv-cache": 0.7})
+              for i, b in enumerate(BACKENDS)]
+INTENT = Intent("chat", 0.91, (("code", 0.05), ("math", 0.04)), source="encoder")
+ANSWER = {"choices": [{"finish_reason": "stop"}],
+          "usage": {"prompt_tokens": 12, "completion_tokens": 40, "total_tokens": 52}}
+
+
+def one_request(obs: Observer | None, i: int) -> None:
+    """The recorder calls of one non-streamed request, then (with ``obs``) its finish."""
+    rec = Recorder(f"req-{i}", f"req-{i}")
+    rec.received(False, 12, "hello")
+    rec.gate(INTENT)
+    rec.strategy("builtin-single@0", "single", "general")
+    rec.anchor(CANDIDATES)
+    rec.attempt("b0", 0.004, None, 40, None, ok=True)
+    rec.answered(ANSWER)
+    if obs is not None:
+        obs.finish(rec)
+
+
+def observer(log: bool, audit: str | None) -> Observer:
+    cfg = ObserveConfig.model_validate({"log_requests": log, "audit": {"path": audit}})
+    return make_observer(cfg, Metrics(dict, [b.id for b in BACKENDS], time.monotonic))
+
+
+async def measure(obs: Observer | None, n: int, rounds: int) -> float:
+    """Median over ``rounds`` of the mean µs per request of ``n`` requests."""
+    means = []
+    for r in range(rounds):
+        t = time.perf_counter()
+        for i in range(n):
+            one_request(obs, r * n + i)
+        means.append((time.perf_counter() - t) / n * 1e6)
+        await asyncio.sleep(0)  # the audit writer takes its batch between rounds
+        if obs is not None and obs.audit is not None:
+            await obs.audit.flush()
+    return statistics.median(means)
+
+
+async def writer_cost(path: str, n: int) -> float:
+    """The audit writer's time per record (µs, batches of up to 256, in its thread)."""
+    obs = observer(False, path)
+    assert obs.audit is not None
+    for i in range(n):
+        one_request(obs, i)
+        if i % 256 == 255:
+            await asyncio.sleep(0)
+    t = time.perf_counter()
+    await obs.audit.close()
+    return (time.perf_counter() - t) / n * 1e6
+
+
+async def run(quick: bool) -> dict[str, Any]:
+    n, rounds = (2000, 5) if quick else (10000, 15)
+    structlog.configure(processors=[structlog.processors.add_log_level,
+                                    structlog.processors.TimeStamper(fmt="iso"),
+                                    structlog.dev.ConsoleRenderer(colors=False)],
+                        logger_factory=structlog.PrintLoggerFactory(io.StringIO()),
+                        cache_logger_on_first_use=False)
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = {
+            "recorder": None, "finish (ring + metrics)": observer(False, None),
+            "+ log line": observer(True, None),
+            "+ audit queue": observer(True, str(Path(tmp) / "audit.sqlite3"))}
+        out = {name: await measure(obs, n, rounds) for name, obs in paths.items()}
+        write = await writer_cost(str(Path(tmp) / "w.sqlite3"), n)
+    return {"us_per_request": {k: round(v, 2) for k, v in out.items()},
+            "audit_writer_us_per_record": round(write, 2)}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--quick", action="store_true")
+    args = p.parse_args()
+    res = asyncio.run(run(args.quick))
+    print(f"{'path':<26}{'µs/request':>12}")
+    for name, us in res["us_per_request"].items():
+        print(f"{name:<26}{us:>12.2f}")
+    print(f"{'audit writer (thread)':<26}{res['audit_writer_us_per_record']:>12.2f} µs/record")
+    full = res["us_per_request"]["+ audit queue"]
+    print("RESULT " + json.dumps({"observed_us_per_request": full,
+                                  "added_p50_ms_observed": round(full / 1000, 4), **res}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

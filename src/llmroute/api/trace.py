@@ -1,0 +1,35 @@
+"""``GET /trace/{request_id}``: one request's trace (``observe/trace.py``) as JSON, from
+the in-memory ring of recent traces; the id is the request's ``x-request-id`` (the
+client's own when it sent one).
+
+An id longer than ``MAX_ID`` characters or with path, query or control characters is a
+400; an unknown (or already forgotten) id is a 404, both OpenAI-shaped.
+"""
+
+from __future__ import annotations
+
+import re
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from llmroute.api.responses import json_response
+from llmroute.errors import InvalidRequest, NotFound
+from llmroute.runtime import Runtime
+
+MAX_ID = 256
+_BAD = re.compile(r"[/\\?#%\x00-\x20\x7f]|^\.\.?$")
+
+
+async def get_trace(request: Request) -> Response:
+    """The trace of ``request_id``. Raises InvalidRequest (400) or NotFound (404)."""
+    rt: Runtime = request.app.state.runtime
+    rid = request.path_params["request_id"]
+    if not rid or len(rid) > MAX_ID or _BAD.search(rid):
+        raise InvalidRequest(f"not a request id (1-{MAX_ID} characters, no path, query, "
+                             "space or control characters)", param="request_id")
+    trace = rt.observer.ring.get(rid)
+    if trace is None:
+        raise NotFound(f"no trace for request {rid!r} (unknown, or no longer in the ring of "
+                       "recent traces)", param="request_id")
+    return json_response(trace.to_json())

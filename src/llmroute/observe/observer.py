@@ -1,0 +1,136 @@
+"""The Observer: where a request's trace ends up. ``recorder`` starts one (the exchange
+calls it as a request arrives); ``finish`` turns it into an immutable ``Trace`` and hands
+that to the trace ring (``GET /trace/{id}``), the metrics, the per-request log line and
+the decision audit. Everything here is in memory and cheap; the audit's disk writes happen
+in its own task (``audit.py``).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+
+from llmroute.config_observe import ObserveConfig
+from llmroute.observe.audit import AuditLog
+from llmroute.observe.metrics import Metrics
+from llmroute.observe.trace import Recorder, Trace, trace_id_of
+
+log = structlog.get_logger("llmroute.request")
+SUMMARY_KEYS = ("tenant", "key_id", "intent", "strategy", "pool", "backend")
+
+
+class TraceRing:
+    """The newest ``size`` traces by request id (a repeated id keeps the newest)."""
+
+    def __init__(self, size: int):
+        self._size = size
+        self._traces: OrderedDict[str, Trace] = OrderedDict()
+
+    def put(self, trace: Trace) -> None:
+        """Keep ``trace``, forgetting the oldest beyond ``size``."""
+        if self._size <= 0:
+            return
+        self._traces[trace.request_id] = trace
+        self._traces.move_to_end(trace.request_id)
+        if len(self._traces) > self._size:
+            self._traces.popitem(last=False)
+
+    def get(self, request_id: str) -> Trace | None:
+        """The trace of ``request_id``, or None when unknown or already forgotten."""
+        return self._traces.get(request_id)
+
+
+class Observer:
+    """Traces, metrics, the log line and the audit for every request (``config``);
+    ``audit`` is None when the audit is off."""
+
+    def __init__(self, config: ObserveConfig, metrics: Metrics, audit: AuditLog | None):
+        self.config, self.metrics, self.audit = config, metrics, audit
+        self.ring = TraceRing(config.trace_ring)
+        self._series: dict[tuple[str, ...], Any] = {}  # labelled children, looked up once
+
+    def recorder(self, request_id: str, headers: Mapping[str, str]) -> Recorder:
+        """A recorder for a request arriving now; the trace id is the W3C ``traceparent``'s
+        when the request carries one, else the request id."""
+        return Recorder(request_id, trace_id_of(headers.get("traceparent")) or request_id)
+
+    def finish(self, rec: Recorder) -> Trace:
+        """Close ``rec``'s trace and record it everywhere; returns it."""
+        trace = rec.finish()
+        self.ring.put(trace)
+        self._measure(trace, rec.stream)
+        if self.config.log_requests:
+            log.info("request", **self._line(trace, rec))
+        if self.audit is not None:
+            self.audit.submit(audit_record(trace))
+        return trace
+
+    def _measure(self, trace: Trace, stream: bool) -> None:
+        s, m = trace.summary, self.metrics
+        key = (s.get("pool", "none"), s.get("backend", "none"), s.get("intent", "none"),
+               s.get("strategy", "none"), str(trace.status))
+        count, duration, tokens_in, tokens_out, ttft, tpot = self._series.get(key) \
+            or self._labelled(key)
+        count.inc()
+        duration.observe(trace.duration_ms / 1000)
+        tokens_in.observe(s.get("tokens_in", 0))
+        out = s.get("tokens_out", 0)
+        tokens_out.observe(out)
+        for step in trace.steps:
+            if step.name == "gate":
+                m.gate.labels(step.fields["source"]).observe(step.duration_ms / 1000)
+            elif step.name == "attempt" and stream and step.fields["ttft_ms"] is not None:
+                m.legs.labels(step.fields["backend"]).inc()
+                _bump(m.melt.legs, step.fields["backend"])
+            elif step.name == "handoff":
+                _bump(m.melt.handoffs, step.fields["backend"])
+        first = s.get("ttft_ms")
+        if stream and first is not None:
+            ttft.observe(first / 1000)
+            if out > 1:
+                tpot.observe(max(trace.duration_ms - first, 0.0) / 1000 / (out - 1))
+
+    def _labelled(self, key: tuple[str, ...]) -> tuple[Any, ...]:
+        """The request's labelled series for ``key`` (pool, backend, intent, strategy,
+        status), made once: ``labels()`` takes a lock and builds a tuple per call."""
+        m, where = self.metrics, key[:2]
+        series = (m.requests.labels(*key), m.duration.labels(*where),
+                  m.tokens.labels(*where, "input"), m.tokens.labels(*where, "output"),
+                  m.ttft.labels(*where), m.tpot.labels(*where))
+        self._series[key] = series
+        return series
+
+    def _line(self, trace: Trace, rec: Recorder) -> dict[str, Any]:
+        s = trace.summary
+        line = {"request_id": trace.request_id, **{k: s[k] for k in SUMMARY_KEYS if k in s},
+                "status": trace.status, "ttft_ms": s.get("ttft_ms"),
+                "duration_ms": round(trace.duration_ms, 3), "tokens_in": s.get("tokens_in"),
+                "tokens_out": s.get("tokens_out"), "handoffs": len(s.get("handoffs", ()))}
+        if self.config.log_prompts:
+            line["prompt"], line["answer"] = rec.prompt, rec.answer
+        return line
+
+
+def audit_record(trace: Trace) -> dict[str, Any]:
+    """The decision fields of ``trace`` that the audit keeps: ids, time, status, the
+    summary (tenant, key, intent, strategy, pool, backend, tokens, handoffs) and the
+    decision steps (policy, gate, strategy, anchor, attempts, handoffs)."""
+    steps = [s.to_json() for s in trace.steps if s.name not in ("receive", "response")]
+    return {"request_id": trace.request_id, "trace_id": trace.trace_id, "at": trace.at,
+            "status": trace.status, **trace.summary, "steps": steps}
+
+
+def _bump(counts: dict[str, int], key: str) -> None:
+    counts[key] = counts.get(key, 0) + 1
+
+
+def make_observer(config: ObserveConfig, metrics: Metrics) -> Observer:
+    """The Observer for ``config`` over ``metrics`` (the audit only when it has a path; no
+    I/O: its database opens on the first write)."""
+    a = config.audit
+    audit = None if a.path is None else AuditLog(a.path, a.retention_days, a.queue,
+                                                 metrics.audit_dropped, metrics.audit_failures)
+    return Observer(config, metrics, audit)

@@ -1,0 +1,226 @@
+"""Per-request traces: a small mutable ``Recorder`` made when a request arrives and passed
+down as an argument (exchange → pipeline → dispatch), finished into an immutable ``Trace``.
+
+A trace is the request's steps in order, each with its start offset and duration (ms from
+the request's arrival) and what it decided: ``receive`` (authenticate, read and parse the
+body), ``policy`` (key id, tenant; the admission), ``gate`` (intent, confidence,
+runners-up, complexity, the stage that answered), ``strategy`` (id@version, kind, pool),
+``anchor`` (the candidates in order with their total and per-scorer scores — what the
+request path computed: it ranks with ``explain=False``, so a lone survivor has no scores
+and a fallback reached only by filtering has score 0), one ``attempt`` per backend tried
+(status, TTFT, output tokens, error), each ``handoff`` or ``dead_end`` (from, to, reason,
+token, entropy window) and the ``response`` (status, usage, finish reason).
+
+Costs: a few list appends and ``perf_counter`` calls per request; nothing per chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmroute.errors import LLMRouteError
+from llmroute.types import Candidate, Intent
+
+_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$")
+_ZERO_TRACE = "0" * 32
+
+Fields = dict[str, Any]
+
+
+def trace_id_of(traceparent: str | None) -> str | None:
+    """The trace-id of a W3C ``traceparent`` header (``00-<32 hex>-<16 hex>-<2 hex>``), or
+    None when it is absent or malformed (or all zeros, which the spec forbids)."""
+    if not traceparent:
+        return None
+    m = _TRACEPARENT.match(traceparent.strip().lower())
+    return m.group(1) if m and m.group(1) != _ZERO_TRACE else None
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One step: ``name``, ``start_ms`` (offset from the request's arrival), ``duration_ms``
+    and what it decided (``fields``, JSON-ready)."""
+
+    name: str
+    start_ms: float
+    duration_ms: float
+    fields: Fields
+
+    def to_json(self) -> Fields:
+        """``{"step", "start_ms", "duration_ms", **fields}``."""
+        return {"step": self.name, "start_ms": round(self.start_ms, 3),
+                "duration_ms": round(self.duration_ms, 3), **self.fields}
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """A finished request: ids, ``at`` (epoch s of its arrival), the summary fields the log
+    line, metrics and audit read, and its ``steps`` in order."""
+
+    request_id: str
+    trace_id: str
+    at: float
+    duration_ms: float
+    status: int
+    summary: Fields
+    steps: tuple[Step, ...]
+
+    def to_json(self) -> Fields:
+        """The JSON answer of ``GET /trace/{request_id}``."""
+        return {"request_id": self.request_id, "trace_id": self.trace_id, "at": self.at,
+                "duration_ms": round(self.duration_ms, 3), "status": self.status,
+                **self.summary, "steps": [s.to_json() for s in self.steps]}
+
+
+@dataclass(slots=True)
+class Recorder:
+    """The trace being recorded for one request (times: ``time.perf_counter`` s).
+
+    ``summary`` collects the decision fields (tenant, key_id, intent, strategy, pool, backend,
+    ttft_ms, tokens_in/out, handoffs, finish_reason); ``prompt``/``answer`` are kept only
+    for the log line when prompts are logged."""
+
+    request_id: str
+    trace_id: str
+    at: float = field(default_factory=time.time)
+    t0: float = field(default_factory=time.perf_counter)
+    last: float = 0.0
+    stream: bool = False
+    status: int = 200
+    steps: list[Step] = field(default_factory=list)
+    summary: Fields = field(default_factory=dict)
+    prompt: str | None = None
+    answer: str | None = None
+
+    def step(self, name: str, **fields: Any) -> float:
+        """Record step ``name`` from the end of the previous one (the arrival, for the
+        first) until now; returns its duration in ms."""
+        now = time.perf_counter()
+        start = self.last or self.t0
+        self.last = now
+        self.steps.append(Step(name, (start - self.t0) * 1000, (now - start) * 1000, fields))
+        return (now - start) * 1000
+
+    def received(self, stream: bool, prompt_tokens: int, prompt: str) -> None:
+        """The request was read and parsed (a ``receive`` step: auth, body, parsing)."""
+        self.stream, self.prompt = stream, prompt
+        self.summary["tokens_in"] = prompt_tokens
+        self.step("receive", stream=stream, prompt_tokens=prompt_tokens)
+
+    def caller(self, key_id: str, tenant: str) -> None:
+        """The authenticated caller (a ``policy`` step, timing the admission)."""
+        self.summary["tenant"], self.summary["key_id"] = tenant, key_id
+        self.step("policy", key_id=key_id, tenant=tenant)
+
+    def gate(self, intent: Intent) -> float:
+        """The gate's verdict; returns the gate's time in ms."""
+        self.summary["intent"] = intent.label
+        return self.step("gate", intent=intent.label, confidence=round(intent.confidence, 4),
+                         runners_up=[[k, round(v, 4)] for k, v in intent.runners_up],
+                         complexity=intent.complexity, source=intent.source)
+
+    def strategy(self, header: str, kind: str, pool: str) -> None:
+        """The matched strategy (``<id>@<version>``), its kind and the plan's pool."""
+        self.summary["strategy"], self.summary["pool"] = header, pool
+        self.step("strategy", strategy=header, kind=kind, pool=pool)
+
+    def anchor(self, candidates: list[Candidate]) -> None:
+        """The ranked candidates, first = chosen (scores as the request path computed them:
+        NaN for an unscored lone survivor becomes null)."""
+        self.step("anchor", candidates=[
+            {"backend": c.backend.id, "score": _num(c.score),
+             "scores": {k: round(v, 4) for k, v in c.scores.items()}} for c in candidates])
+
+    def attempt(self, backend: str, duration_s: float, ttft_s: float | None, tokens: int,
+                err: BaseException | None, *, ok: bool) -> None:
+        """One settled attempt on ``backend`` that took ``duration_s`` (ending now): ``ok``,
+        or failed with ``err`` (None and not ok: abandoned — handed off or client gone)."""
+        start = time.perf_counter() - duration_s
+        ttft = None if ttft_s is None else round(ttft_s * 1000, 3)
+        if ok:
+            self.summary["backend"] = backend
+        if ttft is not None and "ttft_ms" not in self.summary:
+            self.summary["ttft_ms"] = round((start - self.t0) * 1000 + ttft, 3)
+        self.summary["tokens_out"] = self.summary.get("tokens_out", 0) + tokens
+        self.steps.append(Step("attempt", (start - self.t0) * 1000, duration_s * 1000, {
+            "backend": backend, "ok": ok,
+            "status": 200 if ok else getattr(err, "upstream_status", None),
+            "ttft_ms": ttft, "tokens": tokens,
+            "error": getattr(err, "message", None) if err is not None else None}))
+
+    def handoff(self, backend: str, to: str | None, reason: str, at_token: int,
+                window: tuple[float, ...]) -> None:
+        """A handoff from ``backend`` to ``to`` (None: a dead end, nothing continued), noted
+        once the next leg has opened: the step runs from the end of ``backend``'s attempt
+        until now (its duration is the gap the client saw)."""
+        kind = "handoff" if to is not None else "dead_end"
+        if to is not None:
+            self.summary.setdefault("handoffs", []).append([backend, reason])
+        now = (time.perf_counter() - self.t0) * 1000
+        ended = next((s.start_ms + s.duration_ms for s in reversed(self.steps)
+                      if s.name == "attempt" and s.fields["backend"] == backend), now)
+        self.steps.append(Step(kind, ended, now - ended, {
+            "backend": backend, "to": to, "reason": reason, "at_token": at_token,
+            "window": [round(h, 4) for h in window]}))
+
+    def answered(self, body: Any) -> None:
+        """A JSON answer: its ``usage`` and first choice's ``finish_reason``."""
+        if not isinstance(body, dict):
+            return
+        usage, choices = body.get("usage"), body.get("choices")
+        if isinstance(usage, dict):
+            self.summary["usage"] = usage
+            if isinstance(usage.get("completion_tokens"), int):
+                self.summary["tokens_out"] = usage["completion_tokens"]
+            if isinstance(usage.get("prompt_tokens"), int):
+                self.summary["tokens_in"] = usage["prompt_tokens"]
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+            self.finish_reason(choices[0].get("finish_reason"))
+
+    def finish_reason(self, reason: Any) -> None:
+        """The answer's finish reason (a stream's comes from its terminal chunk)."""
+        self.summary["finish_reason"] = reason
+
+    def streamed(self, terminal: dict[str, Any], text: str) -> None:
+        """A stream's terminal chunk (its finish reason, and usage when it has it) and the
+        answer ``text`` (kept for the log line only)."""
+        self.answer = text
+        self.answered(terminal)
+
+    def fail(self, status: int, error: str) -> None:
+        """The request ended in an error answer with HTTP ``status``."""
+        self.status = status
+        self.summary["error"] = error
+
+    def finish(self) -> Trace:
+        """The immutable trace, its steps in order of their start, with a closing
+        ``response`` step."""
+        now = time.perf_counter()
+        start = max((s.start_ms + s.duration_ms for s in self.steps), default=0.0)
+        total = (now - self.t0) * 1000
+        self.steps.append(Step("response", start, max(total - start, 0.0), {
+            "status": self.status, "usage": self.summary.get("usage"),
+            "finish_reason": self.summary.get("finish_reason")}))
+        return Trace(self.request_id, self.trace_id, self.at, total, self.status,
+                     self.summary, tuple(sorted(self.steps, key=_start)))
+
+
+def failure(exc: BaseException) -> tuple[int, str]:
+    """``(HTTP status, message)`` of the error a request ended with (499: the client left)."""
+    if isinstance(exc, LLMRouteError):
+        return exc.status, exc.message
+    if isinstance(exc, asyncio.CancelledError) or type(exc).__name__ == "ClientDisconnect":
+        return 499, "client disconnected"
+    return 500, "internal error"
+
+
+def _start(step: Step) -> float:
+    return step.start_ms
+
+
+def _num(x: float) -> float | None:
+    return None if x != x else round(x, 4)  # NaN → null (JSON has no NaN)
