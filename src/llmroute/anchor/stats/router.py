@@ -26,7 +26,6 @@ backend's TTFT model (``anchor/sources/prefill.py``) that the ``expected-ttft`` 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from llmroute.anchor.stats.prefill import PrefillFit
@@ -87,24 +86,28 @@ than the frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field).
 _new = object.__new__
 
 
-@dataclass(slots=True)
 class _Live:
-    """One backend's mutable counters (the fields of ``BackendStats`` that are not derived
-    from the window or the TTFT model), its window and TTFT model, and ``published``: its
-    last published ``BackendStats``, None once anything changed since."""
+    """One backend's mutable record: the fields of ``BackendStats`` that are not derived
+    from the window or the TTFT model (``in_flight``, ``prefill_tokens``, ``taken_at``, the
+    EWMAs and the baselines), its ``window`` and TTFT model ``fit`` (None until its first
+    request ends), and ``published``: its last published ``BackendStats``, None once
+    anything changed since."""
 
-    backend_id: str
-    in_flight: int = 0
-    latency_ms: float | None = None
-    ttft_ms: float | None = None
-    error_rate: float = 0.0
-    taken_at: float = 0.0
-    ttft_baseline_ms: float | None = None
-    latency_baseline_ms: float | None = None
-    prefill_tokens: int = 0
-    window: Window | None = None
-    fit: PrefillFit | None = None
-    published: BackendStats | None = None
+    __slots__ = ("backend_id", "in_flight", "prefill_tokens", "taken_at", "error_rate",
+                 "latency_ms", "ttft_ms", "ttft_baseline_ms", "latency_baseline_ms", "window",
+                 "fit", "published")
+
+    def __init__(self, backend_id: str) -> None:
+        self.backend_id = backend_id
+        self.in_flight = self.prefill_tokens = 0
+        self.taken_at = self.error_rate = 0.0
+        self.latency_ms: float | None = None
+        self.ttft_ms: float | None = None
+        self.ttft_baseline_ms: float | None = None
+        self.latency_baseline_ms: float | None = None
+        self.window: Window | None = None
+        self.fit: PrefillFit | None = None
+        self.published: BackendStats | None = None
 
 
 def _publish(live: _Live) -> BackendStats:
