@@ -6,7 +6,7 @@ dispatch; read as immutable snapshots.
 Each backend's counters are updated in place (``sent``, ``finished`` and ``prefill_ended``
 change a few fields of one mutable record); ``snapshot`` publishes an immutable
 ``BackendStats`` per backend, rebuilt only for the backends that changed since the last
-snapshot. The window-derived fields and the TTFT model change only when a request ends, so
+snapshot (the others' are reused). The window-derived fields and the TTFT model change only when a request ends, so
 computing them at publication gives the values they had after that update.
 
 Window: the requests that ended in the last ``WINDOW_S`` seconds, at most ``WINDOW_MAX``
@@ -90,12 +90,11 @@ class _Live:
     """One backend's mutable record: the fields of ``BackendStats`` that are not derived
     from the window or the TTFT model (``in_flight``, ``prefill_tokens``, ``taken_at``, the
     EWMAs and the baselines), its ``window`` and TTFT model ``fit`` (None until its first
-    request ends), and ``published``: its last published ``BackendStats``, None once
-    anything changed since."""
+    request ends)."""
 
     __slots__ = ("backend_id", "in_flight", "prefill_tokens", "taken_at", "error_rate",
                  "latency_ms", "ttft_ms", "ttft_baseline_ms", "latency_baseline_ms", "window",
-                 "fit", "published")
+                 "fit")
 
     def __init__(self, backend_id: str) -> None:
         self.backend_id = backend_id
@@ -107,17 +106,16 @@ class _Live:
         self.latency_baseline_ms: float | None = None
         self.window: Window | None = None
         self.fit: PrefillFit | None = None
-        self.published: BackendStats | None = None
 
 
 def _publish(live: _Live) -> BackendStats:
-    """``live`` as an immutable ``BackendStats`` (cached in ``live.published``)."""
+    """``live`` as an immutable ``BackendStats``."""
     fit, window = live.fit, live.window
     model = fit.model() if fit is not None else None
     overhead, per_token = model if model is not None else (None, None)
     ttft_p95, latency_p95, error_rate, tps, n = (
         window.summary() if window is not None else (None, None, None, None, 0))
-    live.published = out = _new(BackendStats)
+    out = _new(BackendStats)
     for put, value in zip(_SETTERS, (
             live.backend_id, live.in_flight, live.latency_ms, live.ttft_ms, live.error_rate,
             live.taken_at, ttft_p95, latency_p95, live.ttft_baseline_ms,
@@ -138,6 +136,8 @@ class RouterStats:
     def __init__(self, backend_ids: Iterable[str], engines: EngineReader | None = None,
                  breakers: BreakerViews | None = None, dark: DarkReader | None = None):
         self._live = {b: _Live(b) for b in backend_ids}
+        self._published = {b: _publish(live) for b, live in self._live.items()}
+        self._changed: set[str] = set()  # backends whose published stats are out of date
         self.engines, self.breakers, self.dark = engines, breakers, dark
 
     @classmethod
@@ -158,7 +158,7 @@ class RouterStats:
         live.in_flight += 1
         live.taken_at = now
         live.prefill_tokens += tokens
-        live.published = None
+        self._changed.add(backend_id)
         return PrefillTicket(backend_id, tokens, live.prefill_tokens, now)
 
     def finished(self, backend_id: str, now: float, *, ok: bool,
@@ -190,7 +190,7 @@ class RouterStats:
         live.latency_baseline_ms = _baseline(live.latency_baseline_ms, window.latencies)
         if ticket is not None:
             _prefill_end(live, ticket, now, first_token=False)
-        live.published = None
+        self._changed.add(backend_id)
 
     def prefill_ended(self, ticket: PrefillTicket | None, now: float, *,
                       first_token: bool) -> None:
@@ -198,9 +198,8 @@ class RouterStats:
         backend's model) or ended without one there (failed over, refused, cancelled)."""
         if ticket is None:
             return
-        live = self._live[ticket.backend_id]
-        _prefill_end(live, ticket, now, first_token=first_token)
-        live.published = None
+        _prefill_end(self._live[ticket.backend_id], ticket, now, first_token=first_token)
+        self._changed.add(ticket.backend_id)
 
     def snapshot(self, now: float) -> MetricsSnapshot:
         """An immutable copy of every backend's stats (and fresh engine signals) at ``now``,
@@ -208,9 +207,11 @@ class RouterStats:
         engines = dict(self.engines(now)) if self.engines is not None else {}
         breakers = self.breakers() if self.breakers is not None else {}
         dark = self.dark(now) if self.dark is not None else frozenset()
-        stats = {b: live.published if live.published is not None else _publish(live)
-                 for b, live in self._live.items()}
-        return MetricsSnapshot(stats, now, engines, breakers, dark)
+        if self._changed:
+            for b in self._changed:
+                self._published[b] = _publish(self._live[b])
+            self._changed.clear()
+        return MetricsSnapshot(dict(self._published), now, engines, breakers, dark)
 
 
 def _prefill_end(live: _Live, ticket: PrefillTicket, now: float, *, first_token: bool
