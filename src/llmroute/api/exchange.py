@@ -133,8 +133,9 @@ class DisconnectWatch:
         self._later: asyncio.TimerHandle | None = None
 
     def __enter__(self) -> DisconnectWatch:
-        self._task = asyncio.current_task()
-        self._later = asyncio.get_running_loop().call_later(WATCH_AFTER_S, self._start)
+        loop = asyncio.get_running_loop()  # once: on Python 3.11 each lookup is a getpid()
+        self._task = asyncio.current_task(loop)
+        self._later = loop.call_later(WATCH_AFTER_S, self._start)
         return self
 
     def __exit__(self, *exc: object) -> None:
