@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from llmroute.errors import InvalidRequest
 from llmroute.policy.tokens import estimate_chat_tokens, estimate_tokens
@@ -19,10 +26,45 @@ class _Open(BaseModel):
 
 
 class ContentPart(_Open):
-    """One part of a message's content: ``{"type": "text", "text": …}`` or an image etc."""
+    """One part of a message's content: ``{"type": "text", "text": …}`` (``text`` required)
+    or an image etc."""
 
     type: str
     text: str | None = None
+
+    @model_validator(mode="after")
+    def _text_has_text(self) -> ContentPart:
+        if self.type == "text" and self.text is None:
+            raise ValueError("a text content part needs a 'text' string")
+        return self
+
+
+class FunctionCall(_Open):
+    """``tool_calls[i].function``: the called function's ``name`` and JSON ``arguments``."""
+
+    name: str = Field(min_length=1)
+    arguments: str
+
+
+class ToolCall(_Open):
+    """One ``tool_calls`` entry of an assistant message (OpenAI: ``type`` is ``function``)."""
+
+    id: str
+    type: str
+    function: FunctionCall
+
+
+class FunctionDef(_Open):
+    """``tools[i].function``: a callable function's ``name`` (its schema passes through)."""
+
+    name: str = Field(min_length=1)
+
+
+class Tool(_Open):
+    """One ``tools`` entry: ``{"type": "function", "function": {"name": …, …}}``."""
+
+    type: str
+    function: FunctionDef
 
 
 class Message(_Open):
@@ -31,7 +73,7 @@ class Message(_Open):
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: str | list[ContentPart] | None = None
     name: str | None = None
-    tool_calls: list[dict[str, Any]] | None = None
+    tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
 
     def text(self) -> str:
@@ -79,7 +121,7 @@ class ChatCompletionRequest(_Sampling):
     max_completion_tokens: int | None = Field(None, ge=1)
     logprobs: bool | None = None
     top_logprobs: int | None = Field(None, ge=0, le=20)
-    tools: list[dict[str, Any]] | None = None
+    tools: list[Tool] | None = None
     tool_choice: str | dict[str, Any] | None = None
 
 
