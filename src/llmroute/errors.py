@@ -102,16 +102,22 @@ class UnsupportedMediaType(RequestError):
 
 
 class BackendError(LLMRouteError):
-    """An engine failed to serve. ``retryable`` says whether another attempt may succeed."""
+    """An engine failed to serve. ``retryable`` says whether another attempt may succeed.
+
+    ``message`` may reach the client, so it names the backend by id only; ``detail`` (None
+    or text) is what only logs and traces see: the low-level error with the engine's host
+    and port, or the raw bytes of a malformed answer."""
 
     status = 502
     type = "upstream_error"
     code = "upstream_error"
     retryable = True
 
-    def __init__(self, message: str, *, backend_id: str = "", **kw: Any):
+    def __init__(self, message: str, *, backend_id: str = "", detail: str | None = None,
+                 **kw: Any):
         super().__init__(message, **kw)
         self.backend_id = backend_id
+        self.detail = detail
 
 
 class UpstreamConnectError(BackendError):
