@@ -42,11 +42,16 @@ class _Strict(BaseModel):
 
 
 class ServerConfig(_Strict):
-    """HTTP server: bind address and ``max_body_bytes`` (bytes, default 4 MiB)."""
+    """HTTP server: bind address, ``max_body_bytes`` (bytes, default 4 MiB) and the graceful
+    shutdown on SIGTERM (``api/drain.py``): ``drain_delay_s`` seconds of refusing new
+    requests (503) and failing ``/ready`` while still listening, then up to
+    ``drain_timeout_s`` seconds for accepted requests and streams to finish."""
 
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
     max_body_bytes: int = Field(4 * 1024 * 1024, gt=0)
+    drain_delay_s: float = Field(5.0, ge=0)
+    drain_timeout_s: float = Field(30.0, ge=0)
 
 
 class TimeoutConfig(_Strict):

@@ -22,6 +22,7 @@
     │   └── RateLimited                429 rate_limit_exceeded / insufficient_quota; .retry_after_s
     ├── NoBackendAvailable             503: every candidate failed or none is usable
     ├── StateUnavailable               503: the state store did not answer in time
+    ├── ShuttingDown                   503 server_shutting_down: draining after SIGTERM
     ├── ConfigError                    bad configuration; message names file:line:field
     ├── EngineError                    a local engine could not be built, started or stopped
     └── SignalSourceError              a metrics endpoint (engine /metrics, DCGM) could not be read
@@ -101,16 +102,22 @@ class UnsupportedMediaType(RequestError):
 
 
 class BackendError(LLMRouteError):
-    """An engine failed to serve. ``retryable`` says whether another attempt may succeed."""
+    """An engine failed to serve. ``retryable`` says whether another attempt may succeed.
+
+    ``message`` may reach the client, so it names the backend by id only; ``detail`` (None
+    or text) is what only logs and traces see: the low-level error with the engine's host
+    and port, or the raw bytes of a malformed answer."""
 
     status = 502
     type = "upstream_error"
     code = "upstream_error"
     retryable = True
 
-    def __init__(self, message: str, *, backend_id: str = "", **kw: Any):
+    def __init__(self, message: str, *, backend_id: str = "", detail: str | None = None,
+                 **kw: Any):
         super().__init__(message, **kw)
         self.backend_id = backend_id
+        self.detail = detail
 
 
 class UpstreamConnectError(BackendError):
@@ -224,6 +231,20 @@ class NoBackendAvailable(LLMRouteError):
     code = "no_backend_available"
 
     def __init__(self, message: str, *, retry_after_s: float | None = None, **kw: Any):
+        super().__init__(message, **kw)
+        self.retry_after_s = retry_after_s
+
+
+class ShuttingDown(LLMRouteError):
+    """503: the server is draining before it stops (``api/drain.py``) and takes no new
+    request; ``retry_after_s`` suggests when to retry (through the load balancer, which
+    sends it elsewhere)."""
+
+    status = 503
+    type = "service_unavailable"
+    code = "server_shutting_down"
+
+    def __init__(self, message: str, *, retry_after_s: float = 1.0, **kw: Any):
         super().__init__(message, **kw)
         self.retry_after_s = retry_after_s
 

@@ -22,6 +22,7 @@ from starlette.types import Receive, Scope, Send
 
 from llmroute.api.admin import create_key, list_keys, operator, revoke_key
 from llmroute.api.debug_backends import debug_backends
+from llmroute.api.drain import DRAIN_RETRY_AFTER_S, Drain
 from llmroute.api.debug_fuse import debug_fuse
 from llmroute.api.debug_route import debug_route
 from llmroute.api.debug_strategies import debug_strategies
@@ -33,7 +34,7 @@ from llmroute.api.responses import json_response
 from llmroute.api.trace import get_trace
 from llmroute.api.wire import parse_chat, parse_completion
 from llmroute.config import Config
-from llmroute.errors import LLMRouteError
+from llmroute.errors import LLMRouteError, ShuttingDown
 from llmroute.runtime import Runtime
 
 Opener = Callable[[], AbstractAsyncContextManager[Runtime]]
@@ -71,11 +72,13 @@ class Gateway(Starlette):
     """Starlette, except that ``POST`` to the two OpenAI endpoints goes straight to their
     ``Exchange`` (no routing or middleware layers: the request path's CPU matters most, see
     ``bench/overhead.py``). Every other path, and these two under a ``root_path``, go
-    through Starlette's routing as usual."""
+    through Starlette's routing as usual. ``drain``: while it is active, those two answer
+    503 ``server_shutting_down`` (``api/drain.py``)."""
 
     def __init__(self, hot: dict[str, Exchange], **kwargs: Any):
         super().__init__(**kwargs)
         self._hot = hot
+        self.drain = Drain()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         hot = self._hot.get(scope["path"]) if scope["type"] == "http" \
@@ -84,7 +87,16 @@ class Gateway(Starlette):
             await super().__call__(scope, receive, send)
             return
         scope["app"] = self
+        if self.drain.since is not None:
+            await _refuse_draining(scope, receive, send)
+            return
         await hot(scope, receive, send)
+
+
+async def _refuse_draining(scope: Scope, receive: Receive, send: Send) -> None:
+    exc = ShuttingDown("the server is shutting down; retry the request",
+                       retry_after_s=DRAIN_RETRY_AFTER_S)
+    await (await on_llmroute_error(Request(scope, receive), exc))(scope, receive, send)
 
 
 def _routes(hot: dict[str, Exchange]) -> list[Route]:

@@ -11,7 +11,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Scope
 
-from llmroute.errors import LLMRouteError, NoBackendAvailable, RateLimited, to_openai
+from llmroute.errors import (
+    LLMRouteError,
+    NoBackendAvailable,
+    RateLimited,
+    ShuttingDown,
+    to_openai,
+)
 from llmroute.api.responses import json_response
 
 log = structlog.get_logger("llmroute.api")
@@ -42,7 +48,8 @@ _SCOPE_KEY = "llmroute.request_id"
 
 async def on_llmroute_error(request: Request, exc: Exception) -> Response:
     """LLMRouteError → its OpenAI body; 503s carry ``Retry-After`` (whole seconds), 429s
-    theirs rounded up (a retry then is admitted) and their ``x-ratelimit-*`` headers."""
+    theirs rounded up (a retry then is admitted) and their ``x-ratelimit-*`` headers; a
+    draining server's 503 also closes the connection (the retry opens one elsewhere)."""
     assert isinstance(exc, LLMRouteError)
     status, body = to_openai(exc)
     headers = {"x-request-id": request_id(request)}
@@ -52,6 +59,9 @@ async def on_llmroute_error(request: Request, exc: Exception) -> Response:
             headers["retry-after"] = str(max(1, math.ceil(exc.retry_after_s)))
     if isinstance(exc, NoBackendAvailable) and exc.retry_after_s is not None:
         headers["retry-after"] = str(max(1, round(exc.retry_after_s)))
+    if isinstance(exc, ShuttingDown):
+        headers["retry-after"] = str(max(1, math.ceil(exc.retry_after_s)))
+        headers["connection"] = "close"
     return json_response(body, status, headers)
 
 

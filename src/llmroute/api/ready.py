@@ -7,9 +7,10 @@ metrics (engine kind ``openai``) or is not polled yet counts as seen, so its bre
 decides. A breaker cool-down that elapses while the collector still sees the engine down
 does not make it serve again; the next good poll does.
 
-200 when at least one backend serves, else 503. The body, either way::
+200 when at least one backend serves, else 503; always 503 with status ``draining`` once a
+graceful shutdown has begun (``api/drain.py``). The body, either way::
 
-    {"status": "ready" | "unavailable",
+    {"status": "ready" | "unavailable" | "draining",
      "usable_backends": [backend_id, …],                  # the serving ones, config order
      "pools": {pool: {"ready": bool, "serving": [backend_id, …]}},
      "backends": {backend_id: {"pool", "serving": bool,
@@ -32,6 +33,10 @@ from llmroute.types import BreakerState
 async def ready(request: Request) -> Response:
     """``GET /ready``: 200 when some backend serves, else 503 (module docstring)."""
     body = readiness(request.app.state.runtime)
+    drain = getattr(request.app, "drain", None)
+    if drain is not None and drain.active:
+        body["status"] = "draining"
+        return json_response(body, 503)
     return json_response(body, 200 if body["usable_backends"] else 503)
 
 

@@ -8,35 +8,74 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import signal
 import socket
+import time
 from collections.abc import AsyncIterator
+from types import FrameType
 from typing import Any
 
+import structlog
 import uvicorn
 
+from llmroute.api.drain import Drain
 from llmroute.errors import ConfigError
+
+log = structlog.get_logger("llmroute.server")
 
 
 async def serve_app(app: Any, host: str, port: int, log_level: str = "info",
-                    sock: socket.socket | None = None) -> None:
+                    sock: socket.socket | None = None, *, drain_delay_s: float = 0.0,
+                    drain_timeout_s: float | None = None) -> None:
     """Serve ``app`` on ``host:port`` until SIGINT/SIGTERM (its lifespan is not run); on
     ``sock`` when given (``bind_socket``'s, bound to that address), which uvicorn then
-    listens on."""
-    server = _Server(uvicorn.Config(app, host=host, port=port, log_level=log_level,
-                                    access_log=False, lifespan="off"))
+    listens on. SIGTERM drains first (``api/drain.py``: ``drain_delay_s`` seconds refusing
+    new requests with 503 while still listening, then up to ``drain_timeout_s`` seconds —
+    None: no bound — for accepted ones) and returns normally (the caller then stops the
+    engines; the process exits 0)."""
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level,
+                            access_log=False, lifespan="off",
+                            timeout_graceful_shutdown=drain_timeout_s)
+    server = _Server(config, app.drain, drain_delay_s)
     await server.serve(sockets=[sock] if sock is not None else None)
 
 
 class _Server(uvicorn.Server):
     """uvicorn's server, which also logs ``Uvicorn running on …`` when it is handed its
-    socket (uvicorn leaves that to its multi-worker supervisor); the README and scripts
-    wait for that line."""
+    socket (uvicorn leaves that to its multi-worker supervisor; the README and scripts wait
+    for that line), and drains on SIGTERM: ``drain`` begins, and only ``delay_s`` later does
+    uvicorn's own graceful shutdown start. Unlike uvicorn it does not re-raise the signal
+    once shut down, so whoever called ``serve`` gets to clean up."""
+
+    def __init__(self, config: uvicorn.Config, drain: Drain | None = None,
+                 delay_s: float = 0.0):
+        super().__init__(config)
+        self.drain, self.delay_s = drain or Drain(), delay_s
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         """uvicorn's startup, then the started message for handed-in ``sockets``."""
         await super().startup(sockets)
         if sockets is not None and self.started:
             self._log_started_message(sockets)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """The signal handler: a first SIGTERM begins the drain; another signal (or SIGTERM
+        with no delay) starts the shutdown now; SIGINT during the shutdown forces it."""
+        if self.should_exit:
+            self.force_exit = self.force_exit or sig == signal.SIGINT
+            return
+        began = self.drain.begin()
+        if began:
+            log.warning("draining", signal=signal.Signals(sig).name, delay_s=self.delay_s,
+                        in_flight=len(self.server_state.tasks))
+        if not began or sig != signal.SIGTERM or self.delay_s <= 0:
+            self.should_exit = True
+
+    async def on_tick(self, counter: int) -> bool:
+        """uvicorn's tick (every 0.1 s); ends the drain's delay when it is over."""
+        if self.drain.active and self.drain.elapsed(time.monotonic()) >= self.delay_s:
+            self.should_exit = True
+        return await super().on_tick(counter)
 
 
 def bind_socket(host: str, port: int) -> socket.socket:

@@ -31,15 +31,18 @@ def build_app(config: Config, progress: Progress | None = None) -> Starlette:
 
 async def serve_forever(config: Config, host: str, port: int, progress: Progress | None,
                         log_level: str = "info") -> None:
-    """Claim ``host:port``, start engines and the gate, then serve until SIGINT/SIGTERM;
-    engines stop after the server. Raises ConfigError at once when the port cannot be
+    """Claim ``host:port``, start engines and the gate, then serve until SIGINT/SIGTERM
+    (SIGTERM drains first: ``api/drain.py``); engines stop after the server. Raises
+    ConfigError at once when the port cannot be
     bound (before any engine starts), EngineError when a local engine cannot be built or
     started."""
     with bind_socket(host, port) as sock:
         async with open_runtime(config, progress) as rt:
             app = create_app(config, runtime=rt)
             with serving_gc():
-                await serve_app(app, host, port, log_level, sock)
+                await serve_app(app, host, port, log_level, sock,
+                                drain_delay_s=config.server.drain_delay_s,
+                                drain_timeout_s=config.server.drain_timeout_s)
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ HTTP ≥ 400 → UpstreamStatusError, bad SSE/JSON or an in-band ``error`` → U
 from __future__ import annotations
 
 import asyncio
+import errno
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -182,6 +183,7 @@ async def _raise_for_status(resp: aiohttp.ClientResponse, backend: Backend) -> N
     message = _error_message(body, raw)
     raise UpstreamStatusError(f"{backend.id} answered {resp.status}: {message}",
                               upstream_status=resp.status, body=body,
+                              detail=raw[:200].decode("utf-8", "replace"),
                               retry_after_s=_retry_after(resp.headers.get("retry-after")),
                               backend_id=backend.id)
 
@@ -202,9 +204,16 @@ def _try_json(raw: bytes | str) -> Any:
 
 
 def _error_message(body: Any, raw: bytes) -> str:
+    """The engine's own error message from an error body (OpenAI's ``{"error": {"message"}}``,
+    ``{"error": "…"}``, or vLLM's top-level ``message``); otherwise (a proxy's HTML page, a
+    stack trace) a placeholder: raw upstream text never reaches the client."""
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         return str(body["error"].get("message", ""))[:500]
-    return raw[:200].decode("utf-8", "replace")
+    if isinstance(body, dict) and isinstance(body.get("error"), str):
+        return body["error"][:500]
+    if isinstance(body, dict) and isinstance(body.get("message"), str):  # vLLM's older shape
+        return body["message"][:500]
+    return "no error message" if not raw.strip() else "an error body that is not OpenAI-shaped"
 
 
 def _parse_object(raw: bytes, backend: Backend) -> dict[str, Any]:
@@ -218,8 +227,8 @@ def _parse_object(raw: bytes, backend: Backend) -> dict[str, Any]:
 def _parse_chunk(data: str, backend: Backend) -> Chunk:
     obj = _try_json(data)
     if not isinstance(obj, dict):
-        raise UpstreamProtocolError(f"{backend.id}: malformed stream chunk: {data[:120]!r}",
-                                    backend_id=backend.id)
+        raise UpstreamProtocolError(f"{backend.id}: malformed stream chunk",
+                                    backend_id=backend.id, detail=data[:120])
     if obj.get("error") is not None:
         raise UpstreamInBandError(f"{backend.id}: error in stream: {_error_message(obj, b'')}",
                                   backend_id=backend.id)
@@ -230,5 +239,17 @@ def _connect_error(exc: aiohttp.ClientError, backend: Backend) -> BackendError:
     if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
         return UpstreamConnectError(f"{backend.id}: the connection closed in the middle of "
                                     "the answer", backend_id=backend.id)
-    return UpstreamConnectError(f"{backend.id}: {type(exc).__name__}: {exc}",
-                                backend_id=backend.id)
+    return UpstreamConnectError(f"{backend.id}: {_connect_reason(exc)}",
+                                backend_id=backend.id, detail=f"{type(exc).__name__}: {exc}")
+
+
+def _connect_reason(exc: aiohttp.ClientError) -> str:
+    """What went wrong, in words that name no host or port (aiohttp's own messages do)."""
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return "the engine's host name does not resolve"
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError | aiohttp.ClientSSLError):
+        return "the TLS handshake with the engine failed"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        refused = getattr(exc.os_error, "errno", None) == errno.ECONNREFUSED
+        return "the engine refused the connection" if refused else "cannot connect to the engine"
+    return f"connection error ({type(exc).__name__})"

@@ -57,7 +57,8 @@ async def with_failover(deps: Deps, plan: RoutePlan, budget: Budget,
         except BackendError as err:
             later = blame_later(err)
             attempt.fail(err, to_breaker=not later)
-            log.warning("attempt_failed", backend=cand.backend.id, error=err.message)
+            log.warning("attempt_failed", backend=cand.backend.id, error=err.message,
+                        detail=err.detail)
             _note_retry_after(deps, err)
             if not err.retryable and not _wider_context(budget, cand, err):
                 raise

@@ -7,6 +7,7 @@ in its own task (``audit.py``).
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
@@ -33,10 +34,11 @@ class TraceRing:
         """Keep ``trace``, forgetting the oldest beyond ``size``."""
         if self._size <= 0:
             return
-        self._traces[trace.request_id] = trace
-        self._traces.move_to_end(trace.request_id)
-        if len(self._traces) > self._size:
-            self._traces.popitem(last=False)
+        traces = self._traces
+        traces.pop(trace.request_id, None)  # a repeated id moves to the newest end
+        traces[trace.request_id] = trace
+        if len(traces) > self._size:
+            traces.popitem(last=False)
 
     def get(self, request_id: str) -> Trace | None:
         """The trace of ``request_id``, or None when unknown or already forgotten."""
@@ -62,7 +64,7 @@ class Observer:
         trace = rec.finish()
         self.ring.put(trace)
         self._measure(trace, rec.stream)
-        if self.config.log_requests:
+        if self.config.log_requests and log.is_enabled_for(logging.INFO):
             log.info("request", **self._line(trace, rec))
         if self.audit is not None:
             self.audit.submit(audit_record(trace))

@@ -150,7 +150,8 @@ class Recorder:
             "backend": backend, "ok": ok,
             "status": 200 if ok else getattr(err, "upstream_status", None),
             "ttft_ms": ttft, "tokens": tokens,
-            "error": getattr(err, "message", None) if err is not None else None}))
+            "error": getattr(err, "message", None) if err is not None else None,
+            "detail": getattr(err, "detail", None)}))
 
     def handoff(self, backend: str, to: str | None, reason: str, at_token: int,
                 window: tuple[float, ...]) -> None:
