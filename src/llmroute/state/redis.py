@@ -7,7 +7,9 @@ never race on a read-modify-write. The clock is Redis's ``TIME`` (one clock for 
 unless a ``clock`` is injected (tests). Keys are ``<prefix><name>``: a name that carries a
 Redis hash tag (``rpm:key:{tenant}:id``) keeps every name of a call in one slot, as Redis
 Cluster needs. Every call is bounded by ``timeout_s`` and raises StateUnavailable past it
-or when Redis cannot be reached; the pooled connections reconnect on the next call.
+or when Redis cannot be reached; the pooled connections reconnect on the next call. A
+call that timed out after it was sent may still take effect in Redis (a reservation then
+counts without its request: the error is on the safe side).
 """
 
 from __future__ import annotations
