@@ -41,7 +41,8 @@ async def redis_router(tmp_path, url: str, **state: Any) -> AsyncIterator[Any]:
         async with open_router(off) as (rt, client):
             rt.policy = build_policy(cfg, FakeClock(), time.time, {"ADMIN_FOR_TESTS": ADMIN},
                                      registry=rt.metrics.registry)
-            await rt.policy.keys.put_tenant(Tenant("acme", Limits()))
+            await rt.policy.keys.put_tenant(Tenant("acme", Limits(tpm=10_000,
+                                                                  daily_tokens=100_000)))
             secret, _ = await issue_key(rt.policy.keys, "acme", time.time(),
                                         limits=Limits(rpm=3, max_concurrency=5))
             yield rt, client, {"authorization": f"Bearer {secret}"}
@@ -85,3 +86,16 @@ async def test_fail_closed_refuses_with_an_openai_shaped_503(tmp_path, own_redis
     err = refused.json()["error"]
     assert err["type"] == "service_unavailable" and err["code"] == "state_unavailable"
     assert again == [200]
+
+
+async def test_the_names_of_one_admission_share_one_hash_slot(tmp_path, own_redis):
+    import redis.asyncio as aioredis
+    from redis.crc import key_slot
+    async with redis_router(tmp_path, own_redis.url) as (_, client, headers):
+        assert await codes(client, headers, 1) == [200]
+    admin = aioredis.Redis.from_url(own_redis.url)
+    names = [k.decode() for k in await admin.keys("llmroute:*")]
+    await admin.aclose()
+    charged = [n for n in names if not n.startswith("llmroute:conc:")]
+    assert {n.split(":")[1] for n in charged} == {"rpm", "tpm", "qd"}
+    assert len(charged) == 3 and len({key_slot(n.encode()) for n in charged}) == 1
