@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: setup engine demo test serve
+.PHONY: setup engine demo test serve redis-server
 
 setup: $(VENV)/.installed
 
@@ -25,5 +25,14 @@ demo: engine
 serve: engine
 	$(VENV)/bin/llmroute serve
 
-test: engine
+# A real Redis for the shared-state tests (state.kind: redis): Debian's redis-server package,
+# installed once when missing. Without root and apt-get those tests skip and say why.
+redis-server:
+	@command -v redis-server >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
+	  command -v apt-get >/dev/null 2>&1 && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    redis-server >/dev/null; } || \
+	  echo "redis-server is not installed (needs root and apt-get): the Redis tests will skip"
+
+test: engine redis-server
 	$(PY) -m pytest

@@ -1,4 +1,4 @@
-"""The ``auth:`` and ``limits:`` sections of the configuration (gateway policies,
+"""The ``auth:``, ``limits:`` and ``state:`` sections of the configuration (gateway policies,
 docs/policies.md).
 
 Keys, tenants and their limits live in the key store (``llmroute keys …``), not here; this
@@ -7,7 +7,12 @@ file names the store, the admin key's environment variable and the admission set
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+REDIS_SCHEMES = ("redis", "rediss", "unix")
 
 
 class _Strict(BaseModel):
@@ -40,3 +45,59 @@ class LimitsConfig(_Strict):
     default_max_tokens: int = Field(512, ge=1)
     lease_ttl_s: float = Field(900.0, gt=0)
     state_timeout_s: float = Field(0.25, gt=0)
+
+
+class StateConfig(_Strict):
+    """Where the limits' shared state lives (docs/policies.md). ``kind: memory`` (default):
+    in this process, for one replica. ``kind: redis``: in the Redis at ``url``
+    (``redis://[:password@]host[:port][/db]``, ``rediss://`` for TLS, ``unix:///path``),
+    shared by every replica; keys under ``prefix`` (no ``{``/``}``: hash tags are the
+    names' own), at most ``pool_size`` connections. Each call is bounded by
+    ``limits.state_timeout_s``; when Redis cannot answer, limits are not enforced
+    (``fail_closed: false``, the default) or requests are refused with 503
+    (``fail_closed: true``), and only one call per ``retry_s`` seconds tries Redis again
+    until it answers."""
+
+    kind: Literal["memory", "redis"] = "memory"
+    url: str | None = None
+    prefix: str = Field("llmroute:", pattern=r"^[^{}]*$")
+    pool_size: int = Field(64, ge=1, le=10_000)
+    fail_closed: bool = False
+    retry_s: float = Field(1.0, ge=0)
+
+    @field_validator("url")
+    @classmethod
+    def _redis_url(cls, v: str | None) -> str | None:
+        if v is not None:
+            problem = redis_url_problem(v)
+            if problem:
+                raise ValueError(problem)
+        return v
+
+    @model_validator(mode="after")
+    def _url_for_redis(self) -> StateConfig:
+        if self.kind == "redis" and self.url is None:
+            raise ValueError("state.kind redis needs state.url (redis://host:port/db)")
+        return self
+
+
+def redis_url_problem(url: str) -> str | None:
+    """Why ``url`` is not a Redis URL (never quoting its password), or None when it is."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return "not a Redis URL (redis://[:password@]host[:port][/db])"
+    if parts.scheme not in REDIS_SCHEMES:
+        return (f"scheme {parts.scheme or '(none)'!r} is not one of "
+                f"{', '.join(REDIS_SCHEMES)} (redis://[:password@]host[:port][/db])")
+    if parts.scheme == "unix":
+        return None if parts.path else "a unix:// Redis URL needs a socket path"
+    if not parts.hostname:
+        return "a Redis URL needs a host (redis://host:port/db)"
+    if port == 0:
+        return "a Redis URL's port must be 1-65535"
+    db = parts.path.strip("/")
+    if db and not db.isdigit():
+        return f"the Redis database must be a number, not {db!r}"
+    return None

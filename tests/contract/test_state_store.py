@@ -1,10 +1,13 @@
 """The contract every StateStore keeps (``state/protocol.py``), run against each
-implementation. A store is built by ``make(clock)``: time is the FakeClock's, so a Redis
-store joins this suite by taking an injected clock in its tests."""
+implementation: the in-process store and the Redis store on a real redis-server (slow:
+it starts one; skipped without the binary). A store is built by ``make(clock)``: time is
+the FakeClock's, so the Redis store runs these with an injected clock instead of
+Redis's ``TIME``; each store gets a key prefix of its own."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import pytest
 from fakes.clock import FakeClock
@@ -13,13 +16,31 @@ from hypothesis import strategies as st
 
 from llmroute.state.memory import MemoryStore
 from llmroute.state.protocol import Bucket, Charge, Counter
+from llmroute.state.redis import RedisStore
 
-STORES = {"memory": MemoryStore}
+KINDS = ["memory", pytest.param("redis", marks=[pytest.mark.slow, pytest.mark.redis])]
 
 
-@pytest.fixture(params=list(STORES), ids=list(STORES))
-def make(request):
-    return STORES[request.param]
+def store_factory(kind, request):
+    """``clock → store`` for ``kind``; a Redis store gets a fresh key prefix each time."""
+    if kind == "memory":
+        return MemoryStore
+    url = request.getfixturevalue("redis_server").url
+    return lambda clock: RedisStore(url, 2.0, prefix=f"t{uuid.uuid4().hex}:", clock=clock)
+
+
+@pytest.fixture(params=KINDS)
+async def make(request):
+    factory = store_factory(request.param, request)
+    made = []
+
+    def build(clock):
+        made.append(factory(clock))
+        return made[-1]
+
+    yield build
+    for store in made:
+        await store.close()
 
 
 RPM = Bucket("rpm:k", 5, 60.0)
@@ -107,22 +128,32 @@ async def test_concurrent_reservations_never_pass_the_limit(make):
     assert sum(g.allowed for g in grants) == 50
 
 
-@settings(max_examples=60, deadline=None)
-@given(steps=st.lists(st.tuples(st.floats(0, 5), st.integers(0, 40)), min_size=1,
-                      max_size=80))
-def test_admitted_units_stay_inside_the_bucket_envelope(steps):
+@pytest.mark.parametrize("kind", KINDS)
+def test_admitted_units_stay_inside_the_bucket_envelope(kind, request):
     """Over any interval of length w the bucket admits at most capacity + rate × w."""
-    for make_store in STORES.values():
-        clock = FakeClock()
-        store = make_store(clock)
-        bucket = Bucket("tpm:h", 100, 10.0)
-        admitted: list[tuple[float, int]] = []
-        for gap, cost in steps:
-            clock.advance(gap)
-            if asyncio.run(store.reserve([Charge(bucket, cost)])).allowed:
-                admitted.append((clock.now(), cost))
-        for i, (start, _) in enumerate(admitted):
-            total = 0
-            for at, cost in admitted[i:]:
-                total += cost
-                assert total <= bucket.capacity + bucket.rate * (at - start) + 1e-6
+    factory = store_factory(kind, request)
+
+    @settings(max_examples=60, deadline=None)
+    @given(steps=st.lists(st.tuples(st.floats(0, 5), st.integers(0, 40)), min_size=1,
+                          max_size=80))
+    def check(steps):
+        asyncio.run(_envelope(factory, steps))
+
+    check()
+
+
+async def _envelope(factory, steps):
+    clock = FakeClock()
+    store = factory(clock)
+    bucket = Bucket("tpm:h", 100, 10.0)
+    admitted: list[tuple[float, int]] = []
+    for gap, cost in steps:
+        clock.advance(gap)
+        if (await store.reserve([Charge(bucket, cost)])).allowed:
+            admitted.append((clock.now(), cost))
+    await store.close()
+    for i, (start, _) in enumerate(admitted):
+        total = 0
+        for at, cost in admitted[i:]:
+            total += cost
+            assert total <= bucket.capacity + bucket.rate * (at - start) + 1e-6

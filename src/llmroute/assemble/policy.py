@@ -1,4 +1,5 @@
-"""Config → the gateway policies (``policy.gateway.Policy``), or None with auth off."""
+"""Config → the gateway policies (``policy.gateway.Policy``), or None with auth off; their
+state store (``state:``): in this process, or Redis behind the fail-open guard."""
 
 from __future__ import annotations
 
@@ -7,20 +8,27 @@ import os
 import time
 from collections.abc import Callable, Mapping
 
+from prometheus_client import CollectorRegistry
+
 from llmroute.config import Config
 from llmroute.errors import ConfigError
 from llmroute.policy.auth import Authenticator
 from llmroute.policy.gateway import Policy
 from llmroute.policy.keystore import KeyStore
 from llmroute.policy.limits import Limiter
+from llmroute.state.guard import Guarded
 from llmroute.state.memory import MemoryStore
+from llmroute.state.protocol import StateStore
+from llmroute.state.redis import RedisStore
 
 
 def build_policy(config: Config, clock: Callable[[], float] = time.monotonic,
                  wall_clock: Callable[[], float] = time.time,
-                 environ: Mapping[str, str] | None = None) -> Policy | None:
-    """The policies of ``config`` (keys in ``auth.keys_path``, state in this process), or
-    None when ``auth.enabled`` is false. No I/O: the key store opens on first use. Raises
+                 environ: Mapping[str, str] | None = None,
+                 registry: CollectorRegistry | None = None) -> Policy | None:
+    """The policies of ``config`` (keys in ``auth.keys_path``, state as ``build_store``
+    says; the store's outage counts join ``registry``), or None when ``auth.enabled`` is
+    false. No I/O: the key store opens, and Redis connects, on first use. Raises
     ConfigError when auth is on and the admin key's environment variable is unset or empty
     (the operator surfaces would be either open or unreachable)."""
     auth = config.auth
@@ -32,7 +40,21 @@ def build_policy(config: Config, clock: Callable[[], float] = time.monotonic,
                           f"environment variable {auth.admin_key_env} (the admin key) is "
                           "not set")
     keys = KeyStore(auth.keys_path)
-    store = MemoryStore(clock)
+    store = build_store(config, clock)
+    if registry is not None and isinstance(store, Guarded):
+        registry.register(store)
     return Policy(Authenticator(keys, auth.cache_ttl_s, auth.cache_size, clock, wall_clock),
                   Limiter(store, config.limits, wall_clock), keys, store,
                   hashlib.sha256(admin.encode("utf-8")).digest(), auth.metrics_open)
+
+
+def build_store(config: Config, clock: Callable[[], float] = time.monotonic) -> StateStore:
+    """``state.kind: memory``: a MemoryStore on ``clock``; ``redis``: a RedisStore at
+    ``state.url`` (Redis's clock; each call bounded by ``limits.state_timeout_s``) behind
+    ``Guarded`` (``clock`` paces its retries). No I/O."""
+    state = config.state
+    if state.kind == "memory" or state.url is None:
+        return MemoryStore(clock)
+    redis = RedisStore(state.url, config.limits.state_timeout_s, prefix=state.prefix,
+                       pool_size=state.pool_size)
+    return Guarded(redis, fail_closed=state.fail_closed, retry_s=state.retry_s, clock=clock)

@@ -79,7 +79,8 @@ def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSe
     return Runtime(config, backends, make_gate(config), strategy, profile, breaker, stats,
                    send.metrics, send.fuse_events, send, send.clock, send.wall_clock,
                    make_observer(config.observe, send.metrics), signals=store, fleet=fleet,
-                   policy=build_policy(config, send.clock, send.wall_clock))
+                   policy=build_policy(config, send.clock, send.wall_clock,
+                                       registry=send.metrics.registry))
 
 
 def dispatch_deps(config: Config, backends: dict[str, Backend], client: BackendClient,
@@ -120,6 +121,8 @@ async def open_runtime(config: Config, progress: Progress | None = None
             stack.push_async_callback(rt.observer.audit.close)
         if rt.policy is not None:
             stack.callback(rt.policy.keys.close)
+            stack.push_async_callback(rt.policy.store.close)
+            await rt.policy.store.ping()  # a shared store out of reach is logged, not fatal
         await rt.gate.start()  # fits/loads in a worker thread; the loop keeps running
         rt.metrics.registry.register(rt.gate.health)
         stack.push_async_callback(rt.gate.close)

@@ -97,14 +97,16 @@ class Limiter:
         day, month = time.strftime("%Y%m%d", utc), time.strftime("%Y%m", utc)
         charges: list[Charge] = []
         what: list[tuple[str, str]] = []
+        tag = f"{{{caller.tenant.id}}}"  # one Redis hash slot for all the charges of a call
         for scope, owner, lim in _scopes(caller):
+            at = f"{scope}:{tag}:{owner}"
             for name, value, limit in (
-                    ("rpm", 1, lim.rpm and Bucket(f"rpm:{scope}:{owner}", lim.rpm, 60.0)),
-                    ("tpm", cost, lim.tpm and Bucket(f"tpm:{scope}:{owner}", lim.tpm, 60.0)),
+                    ("rpm", 1, lim.rpm and Bucket(f"rpm:{at}", lim.rpm, 60.0)),
+                    ("tpm", cost, lim.tpm and Bucket(f"tpm:{at}", lim.tpm, 60.0)),
                     ("daily_tokens", cost, lim.daily_tokens and Counter(
-                        f"qd:{scope}:{owner}:{day}", lim.daily_tokens, _to_next_day(now))),
+                        f"qd:{at}:{day}", lim.daily_tokens, _to_next_day(now))),
                     ("monthly_tokens", cost, lim.monthly_tokens and Counter(
-                        f"qm:{scope}:{owner}:{month}", lim.monthly_tokens, _to_next_month(now)))):
+                        f"qm:{at}:{month}", lim.monthly_tokens, _to_next_month(now)))):
                 if limit:
                     charges.append(Charge(limit, value))
                     what.append((scope, name))

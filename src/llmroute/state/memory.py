@@ -79,6 +79,9 @@ class MemoryStore:
             if not held:
                 del self._leases[name]
 
+    async def ping(self) -> None:
+        """Always answers."""
+
     async def close(self) -> None:
         """Nothing to release."""
 

@@ -1,6 +1,7 @@
 """The state-store contract: what rate limits, quotas and concurrency caps share.
 
-Three kinds of state, each named by a string the caller builds (``rpm:key:<id>``, …):
+Three kinds of state, each named by a string the caller builds (``rpm:key:{tenant}:<id>``,
+…; the ``{…}`` hash tag puts every name of one ``reserve`` in one Redis Cluster slot):
 
 * ``Bucket`` — a token bucket holding at most ``capacity`` units, refilled continuously at
   ``capacity / period_s`` per second (RPM: capacity = rpm, period = 60 s). It may go below
@@ -108,6 +109,10 @@ class StateStore(Protocol):
 
     async def release(self, name: str, lease_id: str) -> None:
         """End lease ``lease_id`` on ``name``; an unknown or expired lease is ignored."""
+        ...
+
+    async def ping(self) -> None:
+        """Return once the store answers (the in-process store always does)."""
         ...
 
     async def close(self) -> None:

@@ -1,0 +1,150 @@
+"""Scale-out benchmark, shared state: what a Redis-backed limit check costs and whether a
+fleet of replicas keeps a limit exact.
+
+A real ``redis-server`` (Debian's package, started here on a free loopback port, no
+persistence) serves every store. Measured in one run:
+
+* ``redis_added_p50_ms``: the p50 of one admission check (``reserve`` of the charges of a
+  key and its tenant with RPM and TPM: four limits, one call) through Redis minus the same
+  in-process (``MemoryStore``), one client, back to back. Target ≤ 0.3 ms on loopback.
+* the fleet past this machine: N = 8, 32, 128 replicas simulated as N store instances (each
+  with its own connection pool, as a replica has) in this process, 200 concurrent clients
+  spread round-robin over them, all on one key with ``rpm: 60``, several rounds. Per N:
+  admitted beyond the limit (after what refilled during the round), Redis commands per
+  request (``INFO commandstats``: the EVALSHA and the commands its script runs; one round
+  trip per check) and the p99 of the check's latency (connections already open: a warm-up
+  round is not counted; the 200 clients share this process's one core, so it includes
+  their own queueing). ``fleet_rpm_overshoot_max`` is the worst over every N and round
+  (target ≤ 1).
+
+``python bench/scale.py [--quick]``; the last line is ``RESULT {json}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+import redis.asyncio as aioredis  # noqa: E402
+from fakes.redis import MISSING, RedisServer, find_redis_server  # noqa: E402
+
+from llmroute.state.memory import MemoryStore  # noqa: E402
+from llmroute.state.protocol import Bucket, Charge, StateStore  # noqa: E402
+from llmroute.state.redis import RedisStore  # noqa: E402
+
+RPM = 60
+CLIENTS = 200
+
+
+def check_charges(n: int) -> list[Charge]:
+    """One request's charges on key ``n``: RPM and TPM of the key and of its tenant."""
+    at = f"{{t{n}}}"
+    return [Charge(Bucket(f"rpm:key:{at}:k", 1e9, 60.0), 1),
+            Charge(Bucket(f"tpm:key:{at}:k", 1e12, 60.0), 500),
+            Charge(Bucket(f"rpm:tenant:{at}", 1e9, 60.0), 1),
+            Charge(Bucket(f"tpm:tenant:{at}", 1e12, 60.0), 500)]
+
+
+async def check_p50_ms(store: StateStore, n: int) -> float:
+    """p50 of ``n`` back-to-back checks on ``store`` (after 100 to warm up)."""
+    charges = check_charges(0)
+    times = []
+    for i in range(n + 100):
+        started = time.perf_counter()
+        await store.reserve(charges)
+        if i >= 100:
+            times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)
+
+
+async def commands(url: str) -> int:
+    """Commands Redis has run so far (``INFO commandstats``, without INFO itself)."""
+    client = aioredis.Redis.from_url(url)
+    stats = await client.info("commandstats")
+    await client.aclose()
+    return sum(v["calls"] for k, v in stats.items() if k != "cmdstat_info")
+
+
+async def fleet_round(stores: list[RedisStore], latencies: list[float]) -> float:
+    """200 concurrent clients over the replicas on one ``rpm: 60`` key; the admitted
+    beyond the limit and what refilled meanwhile."""
+    bucket = Bucket(f"rpm:key:{{{uuid.uuid4().hex}}}:k", RPM, 60.0)
+
+    async def one(i: int) -> bool:
+        started = time.perf_counter()
+        grant = await stores[i % len(stores)].reserve([Charge(bucket, 1)])
+        latencies.append((time.perf_counter() - started) * 1000)
+        return grant.allowed
+
+    started = time.perf_counter()
+    admitted = sum(await asyncio.gather(*(one(i) for i in range(CLIENTS))))
+    refilled = int(bucket.rate * (time.perf_counter() - started))
+    return max(admitted - RPM - refilled, 0)
+
+
+async def fleet(url: str, n: int, rounds: int) -> dict[str, float]:
+    """The fleet figures for ``n`` replicas."""
+    stores = [RedisStore(url, 2.0, prefix="bench:", pool_size=64) for _ in range(n)]
+    await fleet_round(stores, [])  # warm up: every replica opens its connections
+    latencies: list[float] = []
+    before = await commands(url)
+    overshoot = [await fleet_round(stores, latencies) for _ in range(rounds)]
+    ops = (await commands(url) - before) / (rounds * CLIENTS)
+    for store in stores:
+        await store.close()
+    return {"overshoot_max": max(overshoot), "redis_ops_per_request": round(ops, 2),
+            "check_p99_ms": round(statistics.quantiles(latencies, n=100)[98], 3)}
+
+
+async def run(url: str, quick: bool) -> dict[str, object]:
+    """Every measurement; prints the tables; returns the RESULT."""
+    n = 500 if quick else 5000
+    memory = await check_p50_ms(MemoryStore(time.monotonic), n)
+    redis = RedisStore(url, 2.0, prefix="bench:")
+    through_redis = await check_p50_ms(redis, n)
+    await redis.close()
+    print(f"admission check p50: in-process {memory:.4f} ms, Redis {through_redis:.4f} ms")
+    per_n = {}
+    print(f"{'replicas':>8} {'overshoot':>9} {'ops/request':>11} {'p99 ms':>8}")
+    for replicas in (8, 32, 128):
+        per_n[replicas] = row = await fleet(url, replicas, 3 if quick else 10)
+        print(f"{replicas:>8} {row['overshoot_max']:>9} {row['redis_ops_per_request']:>11} "
+              f"{row['check_p99_ms']:>8}")
+    return {"redis_added_p50_ms": round(through_redis - memory, 4),
+            "check_p50_ms_memory": round(memory, 4), "check_p50_ms_redis": round(through_redis, 4),
+            "fleet_rpm_overshoot_max": max(r["overshoot_max"] for r in per_n.values()),
+            "fleet": {str(k): v for k, v in per_n.items()}}
+
+
+def main() -> int:
+    """Command line entry; returns the exit code."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="fewer checks and rounds (~10 s)")
+    args = p.parse_args()
+    binary = find_redis_server()
+    if binary is None:
+        print(f"scale: {MISSING}; skipped")
+        return 0
+    with tempfile.TemporaryDirectory() as work:
+        server = RedisServer(binary, Path(work))
+        server.start()
+        try:
+            result = asyncio.run(run(server.url, args.quick))
+        finally:
+            server.stop()
+    print("RESULT " + json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""The Redis state store: the ``StateStore`` contract shared by every replica of a fleet.
+
+Each ``reserve``, ``adjust`` and ``lease`` is one Lua script (``state/lua.py``), registered
+once and run by EVALSHA (redis-py's Script object reloads it after a NOSCRIPT, e.g. when
+Redis restarted); ``release`` is one ``ZREM``. Script runs are atomic in Redis, so replicas
+never race on a read-modify-write. The clock is Redis's ``TIME`` (one clock for the fleet)
+unless a ``clock`` is injected (tests). Keys are ``<prefix><name>``: a name that carries a
+Redis hash tag (``rpm:key:{tenant}:id``) keeps every name of a call in one slot, as Redis
+Cluster needs. Every call is bounded by ``timeout_s`` and raises StateUnavailable past it
+or when Redis cannot be reached; the pooled connections reconnect on the next call. A
+call that timed out after it was sent may still take effect in Redis (a reservation then
+counts without its request: the error is on the safe side).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+
+from llmroute.errors import StateUnavailable
+from llmroute.state import lua
+from llmroute.state.protocol import Bucket, Charge, Counter, Grant, Level
+
+
+class RedisStore:
+    """``StateStore`` in the Redis at ``url`` (``redis://``, ``rediss://`` or ``unix://``),
+    keys under ``prefix``; at most ``pool_size`` connections; every call answers within
+    ``timeout_s`` seconds or raises StateUnavailable. ``clock`` (seconds) replaces Redis's
+    ``TIME`` when given. No I/O until the first call."""
+
+    def __init__(self, url: str, timeout_s: float, *, prefix: str = "llmroute:",
+                 pool_size: int = 64, clock: Callable[[], float] | None = None):
+        pool = aioredis.BlockingConnectionPool.from_url(
+            url, max_connections=pool_size, timeout=timeout_s, socket_timeout=timeout_s,
+            socket_connect_timeout=timeout_s, retry=Retry(NoBackoff(), 1))
+        self._redis = aioredis.Redis(connection_pool=pool)
+        self._timeout, self._prefix, self._clock = timeout_s, prefix, clock
+        self._reserve = self._redis.register_script(lua.RESERVE)
+        self._adjust = self._redis.register_script(lua.ADJUST)
+        self._lease = self._redis.register_script(lua.LEASE)
+
+    async def reserve(self, charges: Sequence[Charge]) -> Grant:
+        """See ``StateStore.reserve``."""
+        if not charges:
+            return Grant(True, ())
+        out = await self._call(self._reserve, [self._prefix + c.limit.name for c in charges],
+                               [self._now(), *_args(charges)])
+        denied, retry = int(out[0]), out[1]
+        levels = tuple(Level(float(out[i]), float(out[i + 1])) for i in range(2, len(out), 2))
+        if denied == 0:
+            return Grant(True, levels)
+        return Grant(False, levels, denied - 1, float(retry) if retry else None)
+
+    async def adjust(self, charges: Sequence[Charge]) -> None:
+        """See ``StateStore.adjust``."""
+        if charges:
+            await self._call(self._adjust, [self._prefix + c.limit.name for c in charges],
+                             [self._now(), *_args(charges)])
+
+    async def lease(self, name: str, limit: int, ttl_s: float) -> str | None:
+        """See ``StateStore.lease``; the id is 96 random bits (unique across replicas)."""
+        lease_id = secrets.token_hex(12)
+        taken = await self._call(self._lease, [self._prefix + name],
+                                 [self._now(), limit, repr(float(ttl_s)), lease_id])
+        return lease_id if int(taken) else None
+
+    async def release(self, name: str, lease_id: str) -> None:
+        """See ``StateStore.release``."""
+        await self._bounded(self._redis.zrem(self._prefix + name, lease_id))
+
+    async def ping(self) -> None:
+        """Raises StateUnavailable unless Redis answers within the bound."""
+        await self._bounded(self._redis.ping())
+
+    async def close(self) -> None:
+        """Close the pooled connections."""
+        await self._redis.aclose()
+
+    def _now(self) -> str:
+        return "" if self._clock is None else repr(float(self._clock()))
+
+    async def _call(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        return await self._bounded(script(keys=keys, args=args))
+
+    async def _bounded(self, call: Any) -> Any:
+        try:
+            async with asyncio.timeout(self._timeout):
+                return await call
+        except (RedisError, OSError, TimeoutError) as exc:
+            raise StateUnavailable(f"the Redis state store did not answer within "
+                                   f"{self._timeout * 1000:g} ms: {type(exc).__name__}: "
+                                   f"{_redact(str(exc))}") from exc
+
+
+def _args(charges: Sequence[Charge]) -> list[str]:
+    """Four ARGV per charge: kind, cost, capacity or limit, period or TTL."""
+    out: list[str] = []
+    for c in charges:
+        limit = c.limit
+        if isinstance(limit, Bucket):
+            out += ["b", repr(float(c.cost)), repr(float(limit.capacity)),
+                    repr(float(limit.period_s))]
+        else:
+            assert isinstance(limit, Counter)
+            out += ["c", repr(float(c.cost)), repr(float(limit.limit)), repr(float(limit.ttl_s))]
+    return out
+
+
+def _redact(message: str) -> str:
+    """Redis error texts never carry the password, but a URL in one would: keep it out."""
+    return message.split("@")[-1] if "://" in message else message
