@@ -17,6 +17,7 @@ from llmroute.strategy.human import HumanSpec, build_human
 from llmroute.strategy.protocol import KindContext, Strategy
 from llmroute.strategy.single import SingleSpec, build_single
 from llmroute.strategy.spec import StrategySpec
+from llmroute.strategy.verify import VerifySpec, build_verify
 
 SCHEMA_ID = "https://llmroute.dev/schemas/strategy.json"
 
@@ -83,8 +84,9 @@ class KindRegistry:
 
 
 def register_builtins() -> KindRegistry:
-    """A registry holding every built-in kind: ``single``, ``human``."""
+    """A registry holding every built-in kind: ``single``, ``human``, ``verify``."""
     registry = KindRegistry()
     registry.register(Kind("single", SingleSpec, build_single))
     registry.register(Kind("human", HumanSpec, build_human))
+    registry.register(Kind("verify", VerifySpec, build_verify))
     return registry
