@@ -250,10 +250,13 @@ class GateConfig(_Strict):
 class StrategiesConfig(_Strict):
     """Strategy files (docs/strategies.md): ``dir`` holds one YAML or JSON strategy a file
     (a relative path is read from the config file's folder, the embedded default's from the
-    ``llmroute.local`` package); ``watch`` reloads changed files while serving."""
+    ``llmroute.local`` package); ``watch`` reloads changed files while serving;
+    ``handoffs_path`` is the SQLite ticket queue of the ``human`` kind (``:memory:``: kept
+    for the process's lifetime only)."""
 
     dir: str = Field(min_length=1)
     watch: bool = True
+    handoffs_path: str = Field("llmroute-handoffs.sqlite3", min_length=1)
 
 
 class Config(_Strict):

@@ -13,11 +13,13 @@ from typing import Any
 from llmroute import dispatch
 from llmroute.anchor.protocol import AnchorContext
 from llmroute.errors import ContextLengthExceeded
+from llmroute.legs import PoolLegs
 from llmroute.observe.trace import Recorder
 from llmroute.policy.auth import Caller
 from llmroute.policy.usage import Metered, answer_tokens
 from llmroute.runtime import Runtime
-from llmroute.strategy.protocol import NO_HEADERS, Matched
+from llmroute.strategy.answers import replay
+from llmroute.strategy.protocol import NO_HEADERS, Matched, Run
 from llmroute.types import Backend, Candidate, ChatRequest, Intent, RoutePlan
 
 
@@ -59,7 +61,9 @@ def settle(rt: Runtime, request: ChatRequest, intent: Intent, *, explain: bool =
     plan = matched.plan
     if trace is not None:
         trace.strategy(matched.header, matched.kind, plan.pool)
-    d = Decision(intent, plan, rank(rt, request, intent, plan, explain=explain), matched)
+    named = plan.backend_ids or plan.fallback_ids  # a plan naming none: a person answers
+    ranked = rank(rt, request, intent, plan, explain=explain) if named else []
+    d = Decision(intent, plan, ranked, matched)
     if trace is not None:
         trace.anchor(d.candidates)
     return d
@@ -106,6 +110,8 @@ async def serve(rt: Runtime, request: ChatRequest, caller: Caller | None = None,
     intent = await rt.gate.classify(request)
     timing = server_timing(trace.gate(intent))
     d = settle(rt, request, intent, explain=False, headers=headers, trace=trace)
+    if d.strategy.runner is not None:
+        return await run_strategy(rt, request, d, caller, trace, timing)
     if caller is not None:
         caller.check_pool(d.plan.pool)
     if request.stream:
@@ -115,6 +121,25 @@ async def serve(rt: Runtime, request: ChatRequest, caller: Caller | None = None,
     backend, body = await dispatch.complete(rt.dispatch, request, d.plan, d.candidates, trace)
     trace.answered(body)
     return Routed(route_headers(request, d, backend) | timing, body=body)
+
+
+async def run_strategy(rt: Runtime, request: ChatRequest, d: Decision, caller: Caller | None,
+                       trace: Recorder, timing: dict[str, str]) -> Routed:
+    """Let the matched strategy serve the request itself (its legs share one attempt
+    budget, each pool checked against ``caller``); a streamed request gets the answer as
+    SSE once it is complete."""
+    assert d.strategy.runner is not None
+    legs = PoolLegs(rt.dispatch, rt.backends,
+                    lambda req, plan: rank(rt, req, d.intent, plan, explain=False),
+                    d.plan.max_attempts, trace, caller)
+    served = await d.strategy.runner.serve(Run(request, d.intent, legs, trace,
+                                               rt.wall_clock()))
+    headers = {"x-request-id": request.request_id, "x-llmroute-intent": d.intent.label,
+               "x-llmroute-strategy": d.strategy.header, **served.headers, **timing}
+    trace.answered(served.body)
+    if request.stream:
+        return Routed(headers, stream=replay(request, served.body))
+    return Routed(headers, body=served.body)
 
 
 def server_timing(gate_ms: float) -> dict[str, str]:

@@ -22,6 +22,7 @@ from llmroute.observe.metrics import Metrics
 from llmroute.observe.observer import Observer
 from llmroute.policy.gateway import Policy
 from llmroute.strategy.book import StrategyBook
+from llmroute.strategy.handoffs import HandoffStore
 from llmroute.types import Backend
 
 
@@ -43,7 +44,7 @@ class Runtime:
     (swapped whole on reload); ``signals`` holds the polled engine signals; ``fleet`` the
     local engines, when any were started; ``observer`` takes every request's trace (ring,
     metrics, log line, audit); ``policy`` the gateway policies (keys, limits),
-    None with auth off."""
+    None with auth off; ``handoffs`` the ``human`` kind's ticket queue."""
 
     config: Config
     backends: dict[str, Backend]
@@ -61,3 +62,4 @@ class Runtime:
     signals: SignalStore | None = None
     fleet: Fleet | None = None
     policy: Policy | None = None
+    handoffs: HandoffStore | None = None

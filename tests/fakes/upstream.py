@@ -13,7 +13,9 @@ reply with peaked logprobs for the first n words and flat, high-entropy ones aft
 
 With ``stream_options.include_usage`` a usage chunk (no choices) follows the finish chunk.
 When a request asks for ``logprobs``, every streamed word carries ``top_logprobs``
-(peaked: entropy ≈ 0.072 nats; flat: 5 × p = 0.02, entropy = ln 50 ≈ 3.9 nats). With
+(peaked: entropy ≈ 0.072 nats; flat: 5 × p = 0.02, entropy = ln 50 ≈ 3.9 nats); a
+non-streamed answer then carries each word's logprob (ln 0.99 peaked, ln 0.02 flat; with
+``("entropic", n)`` the words after the first n are flat). With
 ``echo=True`` the upstream behaves like llama.cpp at a trailing assistant message: its first
 content delta repeats that message's text before the first new word.
 """
@@ -55,15 +57,20 @@ class Upstream:
         return [p if i == 0 else " " + p for i, p in enumerate(parts)]
 
 
-def _completion(up: Upstream, body: dict[str, Any]) -> dict[str, Any]:
+def _completion(up: Upstream, body: dict[str, Any], step: Any = "ok") -> dict[str, Any]:
     msg = {"role": "assistant", "content": up.reply}
     if body.get("tools"):
         msg = {"role": "assistant", "content": None, "tool_calls": [
             {"id": "call_1", "type": "function",
              "function": {"name": body["tools"][0]["function"]["name"], "arguments": "{}"}}]}
+    choice: dict[str, Any] = {"index": 0, "message": msg, "finish_reason": "stop"}
+    if body.get("logprobs"):
+        calm = step[1] if isinstance(step, tuple) and step[0] == "entropic" else len(up.words())
+        choice["logprobs"] = {"content": [
+            {"token": w, "logprob": (PEAKED if i < calm else FLAT)[0]}
+            for i, w in enumerate(up.words())]}
     return {"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
-            "model": body.get("model"), "choices": [
-                {"index": 0, "message": msg, "finish_reason": "stop"}],
+            "model": body.get("model"), "choices": [choice],
             "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10}}
 
 
@@ -111,7 +118,7 @@ async def _handle(request: web.Request) -> web.StreamResponse:
             up.cancelled += 1
             raise
     if not body.get("stream"):
-        return web.json_response(_completion(up, body))
+        return web.json_response(_completion(up, body, step))
     return await _stream(request, up, step, body)
 
 

@@ -28,6 +28,13 @@ from llmroute.api.debug_route import debug_route
 from llmroute.api.debug_strategies import debug_strategies
 from llmroute.api.errors import on_http_error, on_llmroute_error, on_unexpected
 from llmroute.api.exchange import Exchange
+from llmroute.api.handoffs import (
+    answer_handoff,
+    claim_handoff,
+    fetch_handoff,
+    list_handoffs,
+    show_handoff,
+)
 from llmroute.api.metrics import metrics
 from llmroute.api.ready import ready
 from llmroute.api.responses import json_response
@@ -114,6 +121,11 @@ def _routes(hot: dict[str, Exchange]) -> list[Route]:
         Route("/admin/keys", operator(list_keys), methods=["GET"]),
         Route("/admin/keys", operator(create_key), methods=["POST"]),
         Route("/admin/keys/{key_id}", operator(revoke_key), methods=["DELETE"]),
+        Route("/admin/handoffs", operator(list_handoffs), methods=["GET"]),
+        Route("/admin/handoffs/{ticket}", operator(show_handoff), methods=["GET"]),
+        Route("/admin/handoffs/{ticket}/claim", operator(claim_handoff), methods=["POST"]),
+        Route("/admin/handoffs/{ticket}/answer", operator(answer_handoff), methods=["POST"]),
+        Route("/v1/handoffs/{ticket}", fetch_handoff, methods=["GET"]),
     ]
 
 

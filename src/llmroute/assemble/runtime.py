@@ -24,7 +24,7 @@ from llmroute.anchor.store import SignalStore
 from llmroute.assemble.anchor import anchor_shared, build_profile, make_collector
 from llmroute.assemble.gate import make_gate
 from llmroute.assemble.policy import build_policy
-from llmroute.assemble.strategies import make_book, watch_strategies
+from llmroute.assemble.strategies import handoff_store, make_book, watch_strategies
 from llmroute.backends.client import BackendClient
 from llmroute.config import BackendConfig, Config
 from llmroute.dispatch import Deps
@@ -74,13 +74,15 @@ def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSe
     stats = RouterStats.for_backends(list(backends), store.fresh, breaker.views, store.dark)
     send = dispatch_deps(config, backends, BackendClient(session, config.timeouts), breaker,
                          stats, shared.affinity)
-    strategy = make_book(config, backends, send.wall_clock, send.metrics.registry)
+    handoffs = handoff_store(config)
+    strategy = make_book(config, backends, send.wall_clock, send.metrics.registry, handoffs)
     send.metrics.registry.register(SignalCollector(stats.snapshot, backends, send.clock))
     return Runtime(config, backends, make_gate(config), strategy, profile, breaker, stats,
                    send.metrics, send.fuse_events, send, send.clock, send.wall_clock,
                    make_observer(config.observe, send.metrics), signals=store, fleet=fleet,
                    policy=build_policy(config, send.clock, send.wall_clock,
-                                       registry=send.metrics.registry))
+                                       registry=send.metrics.registry),
+                   handoffs=handoffs)
 
 
 def dispatch_deps(config: Config, backends: dict[str, Backend], client: BackendClient,
@@ -117,6 +119,8 @@ async def open_runtime(config: Config, progress: Progress | None = None
             aiohttp.ClientSession(connector=connector, auto_decompress=False))
         rt = wire(config, make_backends(config, urls), session, fleet)
         stack.callback(rt.fuse_events.close)
+        if rt.handoffs is not None:
+            stack.callback(rt.handoffs.close)
         if rt.observer.audit is not None:
             stack.push_async_callback(rt.observer.audit.close)
         if rt.policy is not None:

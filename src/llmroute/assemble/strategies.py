@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry
 
 from llmroute.config import EMBEDDED, Config
 from llmroute.strategy.book import StrategyBook, watch
+from llmroute.strategy.handoffs import HandoffStore
 from llmroute.strategy.loader import Loader
 from llmroute.strategy.protocol import KindContext
 from llmroute.strategy.registry import register_builtins
@@ -39,18 +40,29 @@ def strategy_dir(config: Config) -> Path | None:
     return (source.parent if source.is_file() else Path.cwd()) / path
 
 
-def make_loader(config: Config, backends: Mapping[str, Backend]) -> Loader:
-    """A Loader of the built-in kinds over ``backends`` and the config's routing."""
+def handoff_store(config: Config) -> HandoffStore:
+    """The ``human`` kind's ticket queue at ``strategies.handoffs_path`` (the default path
+    without a ``strategies`` section); nothing is opened until first use."""
+    strategies = config.strategies
+    return HandoffStore(strategies.handoffs_path if strategies is not None
+                        else "llmroute-handoffs.sqlite3")
+
+
+def make_loader(config: Config, backends: Mapping[str, Backend],
+                handoffs: HandoffStore | None = None) -> Loader:
+    """A Loader of the built-in kinds over ``backends``, the config's routing and the
+    ``handoffs`` ticket queue (None: the config's, see ``handoff_store``)."""
     ctx = KindContext(backends, config.routing.intents, config.routing.default_pool,
-                      config.retry.max_attempts)
+                      config.retry.max_attempts, handoffs or handoff_store(config))
     return Loader(register_builtins(), ctx)
 
 
 def make_book(config: Config, backends: Mapping[str, Backend], wall_clock: Callable[[], float],
-              registry: CollectorRegistry | None = None) -> StrategyBook:
-    """The StrategyBook of ``config`` with its files loaded. Raises ConfigError naming
-    file:line: field for every bad strategy file."""
-    loader = make_loader(config, backends)
+              registry: CollectorRegistry | None = None,
+              handoffs: HandoffStore | None = None) -> StrategyBook:
+    """The StrategyBook of ``config`` with its files loaded (``human`` strategies queue on
+    ``handoffs``). Raises ConfigError naming file:line: field for every bad strategy file."""
+    loader = make_loader(config, backends, handoffs)
     directory = strategy_dir(config)
     if directory is None:
         return StrategyBook(loader.builtin(), None, wall_clock, registry)

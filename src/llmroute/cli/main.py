@@ -39,6 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("name", help="overhead, decide, schedule, handoff, gate_quality, …")
     bench.add_argument("args", nargs=argparse.REMAINDER, help="passed to bench/NAME.py")
     from llmroute.cli.gate import add_commands
+    from llmroute.cli.handoffs import add_commands as add_handoff_commands
     from llmroute.cli.keys import add_commands as add_key_commands
     from llmroute.cli.observe import add_commands as add_observe_commands
     from llmroute.cli.strategy import add_commands as add_strategy_commands
@@ -46,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     add_commands(sub)
     add_strategy_commands(sub)
     add_key_commands(sub)
+    add_handoff_commands(sub)
     add_observe_commands(sub)
     return p
 
@@ -90,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "serve":
             args.log_level = log_level(args.log_level)
         config = load_config(args.config)
-        if hasattr(args, "policy_run"):  # keys, tenants
+        if hasattr(args, "policy_run"):  # keys, tenants, handoffs
             return args.policy_run(config, args)
         if args.command in ("classify", "gate"):
             from llmroute.cli.gate import run

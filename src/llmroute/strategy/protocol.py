@@ -4,9 +4,11 @@ request path asks which strategy serves a request."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
+from llmroute.observe.trace import Recorder
+from llmroute.strategy.handoffs import HandoffStore
 from llmroute.types import Backend, ChatRequest, Intent, RoutePlan
 
 NO_HEADERS: Mapping[str, str] = {}
@@ -24,12 +26,62 @@ class Strategy(Protocol):
 class KindContext:
     """What a kind's factory builds over: the router's ``backends`` (config order), the
     config's ``intents`` (label → pool) and ``default_pool``, and the request's whole
-    attempt budget ``max_attempts``."""
+    attempt budget ``max_attempts``; ``handoffs`` the ticket queue of the ``human`` kind
+    (opened on first use)."""
 
     backends: Mapping[str, Backend]
     intents: Mapping[str, str]
     default_pool: str
     max_attempts: int
+    handoffs: HandoffStore | None = None
+
+
+class Legs(Protocol):
+    """The model calls (legs) a running strategy makes, all within the request's one
+    attempt budget (``dispatch.Budget``): ``left`` attempts remain."""
+
+    left: int
+
+    async def complete(self, request: ChatRequest, pool: str) -> tuple[Backend, dict[str, Any]]:
+        """``request`` (non-streamed) served by ``pool`` with failover inside the pool;
+        the backend that answered and its JSON. Raises NoBackendAvailable when the budget
+        is spent or no backend of ``pool`` answers, PermissionDenied when the caller may
+        not use ``pool``, or the engine's own 4xx."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One request being served by a Runner: the ``request``, the gate's ``intent``, the
+    ``legs`` to call models through, the request's ``trace`` and the wall-clock time
+    ``now`` (epoch s)."""
+
+    request: ChatRequest
+    intent: Intent
+    legs: Legs
+    trace: Recorder
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """A Runner's answer: a non-streamed OpenAI ``body`` (a streamed request gets it as
+    SSE chunks) and the ``headers`` it adds (``x-llmroute-backend``, ``x-llmroute-pool``
+    and the kind's own)."""
+
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class Runner(Protocol):
+    """A strategy that serves the request itself (several legs, or none) instead of
+    handing its plan to dispatch."""
+
+    def plan(self, request: ChatRequest, intent: Intent) -> RoutePlan: ...
+
+    async def serve(self, run: Run) -> Served:
+        """Serve ``run.request``. Raises an LLMRouteError (OpenAI-shaped) on failure."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +89,8 @@ class Matched:
     """The strategy that serves a request and its ``plan``: ``strategy_id``, ``version``,
     ``kind``, ``header`` (``<strategy_id>@<version>``, the ``x-llmroute-strategy`` value);
     ``snapshot`` is the immutable strategy set the match was made against (a request keeps
-    it, so a reload never changes a request already under way)."""
+    it, so a reload never changes a request already under way); ``runner`` is the
+    strategy when it serves requests itself (None: dispatch serves ``plan``)."""
 
     strategy_id: str
     version: float
@@ -45,6 +98,7 @@ class Matched:
     header: str
     plan: RoutePlan
     snapshot: object
+    runner: Runner | None = None
 
 
 class Selector(Protocol):

@@ -13,9 +13,11 @@ from typing import Annotated, Any, Union
 
 from pydantic import Field, TypeAdapter
 
+from llmroute.strategy.human import HumanSpec, build_human
 from llmroute.strategy.protocol import KindContext, Strategy
 from llmroute.strategy.single import SingleSpec, build_single
 from llmroute.strategy.spec import StrategySpec
+from llmroute.strategy.verify import VerifySpec, build_verify
 
 SCHEMA_ID = "https://llmroute.dev/schemas/strategy.json"
 
@@ -53,19 +55,38 @@ class KindRegistry:
 
     def schema(self) -> dict[str, Any]:
         """The JSON Schema (draft 2020-12) of a strategy file: one of the kinds' models,
-        told apart by ``kind``."""
+        told apart by ``kind``. The top level also lists every field of every kind (the
+        shared ones with their schema) and forbids others, so an editor flags a misspelt
+        field whatever the kind."""
         specs = [k.spec for k in self._kinds.values()]
         if len(specs) == 1:
             schema = specs[0].model_json_schema()
         else:
             union = Annotated[Union[tuple(specs)], Field(discriminator="kind")]  # noqa: UP007
             schema = TypeAdapter(union).json_schema()
+            schema.update(type="object", properties=self._properties(schema),
+                          required=["strategy_id", "version", "kind"],
+                          additionalProperties=False)
         return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID,
                 **schema, "title": "llmroute strategy"}
 
+    def _properties(self, union: dict[str, Any]) -> dict[str, Any]:
+        """Every kind's field names: the shared fields with the first kind's schema, ``kind``
+        as the enum of names, the rest unconstrained here (each kind's model checks them)."""
+        defs = union.get("$defs", {})
+        first = defs[next(iter(self._kinds.values())).spec.__name__]["properties"]
+        shared = set(StrategySpec.model_fields) - {"kind"}
+        out: dict[str, Any] = {name: first[name] for name in first if name in shared}
+        for kind in self._kinds.values():
+            out.update({f: {} for f in kind.spec.model_fields if f not in out})
+        out["kind"] = {"enum": list(self._kinds)}
+        return out
+
 
 def register_builtins() -> KindRegistry:
-    """A registry holding every built-in kind (today: ``single``)."""
+    """A registry holding every built-in kind: ``single``, ``human``, ``verify``."""
     registry = KindRegistry()
     registry.register(Kind("single", SingleSpec, build_single))
+    registry.register(Kind("human", HumanSpec, build_human))
+    registry.register(Kind("verify", VerifySpec, build_verify))
     return registry

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from llmroute.strategy.protocol import NO_HEADERS, Matched, Strategy
+from llmroute.strategy.protocol import NO_HEADERS, Matched, Runner, Strategy
 from llmroute.strategy.spec import StrategySpec, version_text
 from llmroute.strategy.triggers import Facts, Trigger, compile_when
 from llmroute.types import ChatRequest, Intent
@@ -27,7 +27,8 @@ BUILTIN_ID = "builtin-single"
 class Entry:
     """One loaded strategy: its validated ``spec``, the ``source`` file it came from and
     that file's YAML ``root`` node (for file:line messages), the compiled ``trigger`` and
-    the built ``strategy``; ``header`` is ``<strategy_id>@<version>``."""
+    the built ``strategy``; ``header`` is ``<strategy_id>@<version>``; ``runner`` is the
+    strategy when it serves requests itself (it has ``serve``), else None."""
 
     spec: StrategySpec
     source: str
@@ -35,12 +36,15 @@ class Entry:
     trigger: Trigger
     strategy: Strategy
     header: str
+    runner: Runner | None = None
 
     @classmethod
     def of(cls, spec: StrategySpec, source: str, root: Any, strategy: Strategy) -> Entry:
         """An Entry with its trigger compiled and header written."""
         header = f"{spec.strategy_id}@{version_text(spec.version)}"
-        return cls(spec, source, root, compile_when(spec.when), strategy, header)
+        runner = strategy if hasattr(strategy, "serve") else None
+        return cls(spec, source, root, compile_when(spec.when), strategy, header,
+                   runner)  # type: ignore[arg-type]
 
     @property
     def order(self) -> tuple[float, str]:
@@ -95,7 +99,7 @@ class StrategySet:
         ``model`` (the built-in strategy's answer)."""
         e = self.select(request, intent, headers)
         return Matched(e.spec.strategy_id, e.spec.version, e.spec.kind, e.header,
-                       e.strategy.plan(request, intent), self)
+                       e.strategy.plan(request, intent), self, e.runner)
 
     def _buckets(self, intent: Intent) -> list[tuple[tuple[int, Entry], ...]]:
         buckets = [self._any, self._by_label.get(intent.label, ())]
