@@ -3,7 +3,8 @@
 One YAML file holds the server settings, timeouts, retry budget, pools, backends (remote
 engines by ``base_url``, or local llama.cpp engines by ``launch``) and the intent → pool map.
 The ``anchor:`` section's models (plugins and their params) are in ``config_anchor.py``,
-``auth:``, ``limits:`` and ``state:`` in ``config_policy.py``; the
+``auth:``, ``limits:`` and ``state:`` in ``config_policy.py``, ``server:`` in
+``config_server.py``; the
 engine kinds a backend may name, in ``backends/engines.py``. With no file, the embedded
 default (``local/default.yaml``) starts three local engines.
 """
@@ -28,6 +29,7 @@ from llmroute.backends.engines import ENGINES, Capability, engine_kind
 from llmroute.config_anchor import AnchorConfig
 from llmroute.config_observe import ObserveConfig
 from llmroute.config_policy import AuthConfig, LimitsConfig, StateConfig
+from llmroute.config_server import ServerConfig
 from llmroute.errors import ConfigError
 
 _ID = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
@@ -39,19 +41,6 @@ is wrong there."""
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ServerConfig(_Strict):
-    """HTTP server: bind address, ``max_body_bytes`` (bytes, default 4 MiB) and the graceful
-    shutdown on SIGTERM (``api/drain.py``): ``drain_delay_s`` seconds of refusing new
-    requests (503) and failing ``/ready`` while still listening, then up to
-    ``drain_timeout_s`` seconds for accepted requests and streams to finish."""
-
-    host: str = "127.0.0.1"
-    port: int = Field(8000, ge=0, le=65535)
-    max_body_bytes: int = Field(4 * 1024 * 1024, gt=0)
-    drain_delay_s: float = Field(5.0, ge=0)
-    drain_timeout_s: float = Field(30.0, ge=0)
 
 
 class TimeoutConfig(_Strict):

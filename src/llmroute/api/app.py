@@ -18,7 +18,9 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from llmroute.api.admin import create_key, list_keys, operator, revoke_key
 from llmroute.api.debug_backends import debug_backends
@@ -41,6 +43,7 @@ from llmroute.api.responses import json_response
 from llmroute.api.trace import get_trace
 from llmroute.api.wire import parse_chat, parse_completion
 from llmroute.config import Config
+from llmroute.config_server import CorsConfig
 from llmroute.errors import LLMRouteError, ShuttingDown
 from llmroute.runtime import Runtime
 
@@ -65,24 +68,39 @@ def create_app(config: Config, *, runtime: Runtime | None = None,
             app.state.runtime = rt
             yield
 
-    hot = {"/v1/chat/completions": Exchange(parse_chat),
-           "/v1/completions": Exchange(parse_completion)}
-    app = Gateway(hot, routes=_routes(hot), lifespan=lifespan, exception_handlers={
+    exchanges = {"/v1/chat/completions": Exchange(parse_chat),
+                 "/v1/completions": Exchange(parse_completion)}
+    cors = _cors(config.server.cors)
+    hot: dict[str, ASGIApp] = {path: ex if cors is None else CORSMiddleware(ex, **cors)
+                               for path, ex in exchanges.items()}
+    app = Gateway(hot, routes=_routes(exchanges), lifespan=lifespan, exception_handlers={
         LLMRouteError: on_llmroute_error, HTTPException: on_http_error,
-        Exception: on_unexpected})
+        Exception: on_unexpected},
+        middleware=[] if cors is None else [Middleware(CORSMiddleware, **cors)])
     if runtime is not None:
         app.state.runtime = runtime
     return app
 
 
+def _cors(c: CorsConfig) -> dict[str, Any] | None:
+    """``CORSMiddleware``'s arguments for ``c``; None when CORS is off (no origin allowed):
+    then nothing is added to any path."""
+    if not c.allow_origins:
+        return None
+    return {"allow_origins": c.allow_origins, "allow_methods": c.allow_methods,
+            "allow_headers": c.allow_headers, "allow_credentials": c.allow_credentials,
+            "expose_headers": c.expose_headers, "max_age": c.max_age_s}
+
+
 class Gateway(Starlette):
     """Starlette, except that ``POST`` to the two OpenAI endpoints goes straight to their
     ``Exchange`` (no routing or middleware layers: the request path's CPU matters most, see
-    ``bench/overhead.py``). Every other path, and these two under a ``root_path``, go
-    through Starlette's routing as usual. ``drain``: while it is active, those two answer
+    ``bench/overhead.py``; with CORS on, its middleware wraps them). Every other path, and
+    these two under a ``root_path``, go through Starlette's routing and middleware as
+    usual. ``drain``: while it is active, those two answer
     503 ``server_shutting_down`` (``api/drain.py``)."""
 
-    def __init__(self, hot: dict[str, Exchange], **kwargs: Any):
+    def __init__(self, hot: dict[str, ASGIApp], **kwargs: Any):
         super().__init__(**kwargs)
         self._hot = hot
         self.drain = Drain()

@@ -1,0 +1,53 @@
+"""The ``server:`` section of the configuration: bind address, body limit, graceful
+shutdown (``api/drain.py``) and CORS."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CorsConfig(_Strict):
+    """CORS for browser clients (Starlette's ``CORSMiddleware``; off while
+    ``allow_origins`` is empty): the origins allowed (``["*"]``: any), the methods and
+    request headers a preflight may ask for, whether credentials (cookies, the
+    ``Authorization`` header) may be sent, the response headers a page may read, and how
+    long (s) a browser may cache a preflight answer."""
+
+    allow_origins: list[str] = []
+    allow_methods: list[str] = ["GET", "POST", "DELETE", "OPTIONS"]
+    allow_headers: list[str] = ["authorization", "content-type", "x-request-id",
+                                "x-llmroute-strategy", "traceparent"]
+    allow_credentials: bool = False
+    expose_headers: list[str] = ["x-request-id", "x-llmroute-backend", "x-llmroute-pool",
+                                 "x-llmroute-intent", "x-llmroute-strategy", "retry-after",
+                                 "x-ratelimit-limit-requests",
+                                 "x-ratelimit-remaining-requests",
+                                 "x-ratelimit-reset-requests", "x-ratelimit-limit-tokens",
+                                 "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens",
+                                 "server-timing"]
+    max_age_s: int = Field(600, ge=0)
+
+    @model_validator(mode="after")
+    def _no_wildcard_with_credentials(self) -> CorsConfig:
+        if self.allow_credentials and "*" in self.allow_origins:
+            raise ValueError("allow_credentials needs explicit allow_origins, not '*' "
+                             "(browsers refuse credentials with a wildcard origin)")
+        return self
+
+
+class ServerConfig(_Strict):
+    """HTTP server: bind address, ``max_body_bytes`` (bytes, default 4 MiB) and the graceful
+    shutdown on SIGTERM (``api/drain.py``): ``drain_delay_s`` seconds of refusing new
+    requests (503) and failing ``/ready`` while still listening, then up to
+    ``drain_timeout_s`` seconds for accepted requests and streams to finish."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    max_body_bytes: int = Field(4 * 1024 * 1024, gt=0)
+    drain_delay_s: float = Field(5.0, ge=0)
+    drain_timeout_s: float = Field(30.0, ge=0)
+    cors: CorsConfig = CorsConfig()
