@@ -36,3 +36,14 @@ redis-server:
 
 test: engine redis-server
 	$(PY) -m pytest
+
+# Debian's prometheus (with promtool), chromium and a CJK font, for the Prometheus, alert-rule and
+# dashboard tests; installed with apt-get when missing (as root, else through sudo).
+OBSERVE_SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+.PHONY: observe-tools
+observe-tools:
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null \
+	  && command -v chromium >/dev/null || { $(OBSERVE_SUDO) apt-get update -q \
+	  && DEBIAN_FRONTEND=noninteractive $(OBSERVE_SUDO) apt-get install -y -q \
+	     --no-install-recommends prometheus chromium fonts-wqy-microhei; }
+test: observe-tools

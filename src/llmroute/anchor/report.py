@@ -28,7 +28,7 @@ NEUTRAL = Intent("chat", 0.0)
 def backends_report(backends: Mapping[str, Backend], profile: Profile, store: SignalStore,
                     snapshot: MetricsSnapshot, now: float) -> dict[str, Any]:
     """The whole report (see the module docstring); ``snapshot`` from ``RouterStats``."""
-    scores = _scores(backends, profile, snapshot, now)
+    scores = neutral_scores(backends, profile, snapshot, now)
     return {
         "now_s": now, "stale_after_s": store.stale_after_s,
         "weights": {s.name: w for s, w in profile.scorers},
@@ -72,8 +72,12 @@ def _signals(store: SignalStore, bid: str, now: float) -> dict[str, Any]:
             if getattr(signals, name) is not None or name in signals.missing}
 
 
-def _scores(backends: Mapping[str, Backend], profile: Profile, snapshot: MetricsSnapshot,
-            now: float) -> dict[str, tuple[dict[str, float | None], float | None]]:
+def neutral_scores(backends: Mapping[str, Backend], profile: Profile,
+                   snapshot: MetricsSnapshot, now: float
+                   ) -> dict[str, tuple[dict[str, float | None], float | None]]:
+    """Per backend id: ``({scorer: score in [0, 1] or None}, weighted total or None)`` for a
+    neutral request ranked within the backend's pool (``/debug/backends``, and the score
+    gauges of ``/metrics``)."""
     request = ChatRequest("chat", {}, "auto", False, "", 1, None, "debug")
     ctx = AnchorContext(request, NEUTRAL, snapshot, now)
     out: dict[str, tuple[dict[str, float | None], float | None]] = {}

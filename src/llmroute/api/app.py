@@ -23,9 +23,11 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from llmroute.api.admin import create_key, list_keys, operator, revoke_key
+from llmroute.api.dashboard import dashboard
 from llmroute.api.debug_backends import debug_backends
 from llmroute.api.drain import DRAIN_RETRY_AFTER_S, Drain
 from llmroute.api.debug_fuse import debug_fuse
+from llmroute.api.debug_requests import debug_requests
 from llmroute.api.debug_route import debug_route
 from llmroute.api.debug_strategies import debug_strategies
 from llmroute.api.errors import on_http_error, on_llmroute_error, on_unexpected
@@ -135,6 +137,8 @@ def _routes(hot: dict[str, Exchange]) -> list[Route]:
         Route("/debug/strategies", operator(debug_strategies), methods=["GET"]),
         Route("/metrics", operator(metrics, metrics=True), methods=["GET"]),
         Route("/debug/fuse", operator(debug_fuse), methods=["GET"]),
+        Route("/debug/requests", operator(debug_requests), methods=["GET"]),
+        Route("/dashboard", dashboard, methods=["GET"]),
         Route("/trace/{request_id:path}", operator(get_trace), methods=["GET"]),
         Route("/admin/keys", operator(list_keys), methods=["GET"]),
         Route("/admin/keys", operator(create_key), methods=["POST"]),

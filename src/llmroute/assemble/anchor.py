@@ -17,6 +17,8 @@ from llmroute.anchor.protocol import MetricsSource
 from llmroute.anchor.presets import resolve
 from llmroute.anchor.profile import Profile
 from llmroute.anchor.registry import Registry, Shared
+from llmroute.anchor.report import neutral_scores
+from llmroute.anchor.stats.router import RouterStats
 from llmroute.anchor.scorers.intent_fit import PoolFit
 from llmroute.anchor.sources.gpu import WithGpu
 from llmroute.anchor.sources.http import DcgmSource, source_for
@@ -24,6 +26,7 @@ from llmroute.anchor.sources.nvml import NvmlSource
 from llmroute.anchor.store import SignalStore
 from llmroute.config import BackendConfig, Config
 from llmroute.config_anchor import AnchorConfig
+from llmroute.observe.scores import ScoreCollector
 from llmroute.types import Backend
 
 
@@ -87,3 +90,14 @@ def build_profile(cfg: AnchorConfig, registry: Registry, shared: Shared) -> Prof
         scorers=tuple((registry.scorer(name, shared, cfg.params("scorer", name)), w)
                       for name, w in preset.weights),
         picker=registry.picker(preset.picker, shared, cfg.params("picker", preset.picker)))
+
+
+def score_gauges(backends: dict[str, Backend], profile: Profile, stats: RouterStats,
+                 clock: Callable[[], float]) -> ScoreCollector:
+    """The anchor's scores of every backend as gauges, computed at scrape time from the
+    router's snapshot at ``clock()`` (``observe/scores.py``)."""
+    def scores() -> dict[str, tuple[dict[str, float | None], float | None]]:
+        now = clock()
+        return neutral_scores(backends, profile, stats.snapshot(now), now)
+
+    return ScoreCollector(scores, {s.name: w for s, w in profile.scorers})

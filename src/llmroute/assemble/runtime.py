@@ -21,7 +21,7 @@ from llmroute.anchor.affinity import PrefixIndex
 from llmroute.anchor.registry import register_builtins
 from llmroute.anchor.stats.router import RouterStats
 from llmroute.anchor.store import SignalStore
-from llmroute.assemble.anchor import anchor_shared, build_profile, make_collector
+from llmroute.assemble.anchor import anchor_shared, build_profile, make_collector, score_gauges
 from llmroute.assemble.gate import make_gate
 from llmroute.assemble.policy import build_policy
 from llmroute.assemble.strategies import handoff_store, make_book, watch_strategies
@@ -77,6 +77,7 @@ def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSe
     handoffs = handoff_store(config)
     strategy = make_book(config, backends, send.wall_clock, send.metrics.registry, handoffs)
     send.metrics.registry.register(SignalCollector(stats.snapshot, backends, send.clock))
+    send.metrics.registry.register(score_gauges(backends, profile, stats, send.clock))
     return Runtime(config, backends, make_gate(config), strategy, profile, breaker, stats,
                    send.metrics, send.fuse_events, send, send.clock, send.wall_clock,
                    make_observer(config.observe, send.metrics), signals=store, fleet=fleet,

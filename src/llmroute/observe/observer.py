@@ -7,6 +7,7 @@ in its own task (``audit.py``).
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -43,6 +44,10 @@ class TraceRing:
     def get(self, request_id: str) -> Trace | None:
         """The trace of ``request_id``, or None when unknown or already forgotten."""
         return self._traces.get(request_id)
+
+    def recent(self, limit: int) -> list[Trace]:
+        """The newest ``limit`` traces, newest first."""
+        return list(itertools.islice(reversed(self._traces.values()), max(limit, 0)))
 
 
 class Observer:
