@@ -15,6 +15,7 @@ from pathlib import Path
 
 import watchfiles
 
+from llmroute.assemble.tasks import running
 from llmroute.config import EMBEDDED, Config
 from llmroute.observe.metrics import Metrics
 from llmroute.policy.filter import ContentFilter
@@ -69,10 +70,5 @@ async def watch_filter(config: Config, filt: ContentFilter | None) -> AsyncItera
     if filt is None or not config.content_filter.watch:
         yield
         return
-    task = asyncio.create_task(watch(filt, list_paths(config)))
-    try:
+    async with running(watch(filt, list_paths(config))):
         yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task

@@ -49,8 +49,9 @@ class Hit:
 
 class Matcher:
     """The compiled lists: ``specs``, one automaton over every entry (its value: the entry's
-    length and the indices of the lists holding it) and ``longest``, the longest entry of a
-    list for each direction (characters, 0 when none)."""
+    length and the indices of the lists holding it), ``longest``, the longest entry of a
+    list for each direction (characters, 0 when none), ``max_len`` the longest of all and
+    ``size`` the number of distinct entries."""
 
     def __init__(self, specs: Sequence[ListSpec], words: dict[str, list[int]]):
         self.specs = tuple(specs)
@@ -64,6 +65,7 @@ class Matcher:
         if words:
             self._automaton.make_automaton()
         self.size = len(words)
+        self.max_len = max(self.longest.values())
 
     def hits(self, norm: str, direction: str, start: int = 0, before: str = "",
              final: bool = True) -> Iterator[Hit]:
@@ -85,11 +87,6 @@ class Matcher:
                 if spec.whole_word and not _whole(norm, begin, end, before, final):
                     continue
                 yield Hit(begin, end, spec)
-
-    @property
-    def max_len(self) -> int:
-        """The longest entry in either direction (characters)."""
-        return max(self.longest.values())
 
 
 def _whole(norm: str, begin: int, end: int, before: str, final: bool) -> bool:
