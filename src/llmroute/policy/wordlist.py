@@ -24,8 +24,6 @@ from llmroute.config_filter import Action, WordListConfig
 from llmroute.errors import ConfigError
 from llmroute.policy.normalize import Normalizer
 
-ACTION_RANK = {"flag": 0, "mask": 1, "block": 2}
-
 
 @dataclass(frozen=True, slots=True)
 class ListSpec:

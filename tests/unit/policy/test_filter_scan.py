@@ -128,3 +128,19 @@ def test_masking_keeps_length_and_other_text(text: str, cuts: list[int]) -> None
     assert len(out) == len(text)
     assert all(o == t or o == "*" for o, t in zip(out, text, strict=True))
     assert out == scan_text(m, Normalizer(), text, "output").text
+
+
+def test_blank_lines_comments_and_an_all_format_entry(tmp_path) -> None:
+    from llmroute.config_filter import WordListConfig
+    from llmroute.errors import ConfigError
+    from llmroute.policy.wordlist import compile_lists
+
+    good = tmp_path / "good.txt"
+    good.write_text("\n# a comment\n  Bad  \n\n量子武器\n", encoding="utf-8")
+    cfg = [WordListConfig(name="g", path=str(good))]
+    m = compile_lists(cfg, [good], 64, Normalizer())
+    assert m.size == 2 and m.longest == {"input": 4, "output": 4}
+    bad = tmp_path / "bad.txt"
+    bad.write_text("ok\n\u200b\u200d\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"bad\.txt:2: entry is empty after normalisation"):
+        compile_lists([WordListConfig(name="b", path=str(bad))], [bad], 64, Normalizer())
