@@ -4,7 +4,7 @@ One YAML file holds the server settings, timeouts, retry budget, pools, backends
 engines by ``base_url``, or local llama.cpp engines by ``launch``) and the intent → pool map.
 The ``anchor:`` section's models (plugins and their params) are in ``config_anchor.py``,
 ``auth:``, ``limits:`` and ``state:`` in ``config_policy.py``, ``server:`` in
-``config_server.py``; the
+``config_server.py``, ``content_filter:`` in ``config_filter.py``; the
 engine kinds a backend may name, in ``backends/engines.py``. With no file, the embedded
 default (``local/default.yaml``) starts three local engines.
 """
@@ -27,6 +27,7 @@ from pydantic import (
 
 from llmroute.backends.engines import ENGINES, Capability, engine_kind
 from llmroute.config_anchor import AnchorConfig
+from llmroute.config_filter import ContentFilterConfig
 from llmroute.config_observe import ObserveConfig
 from llmroute.config_policy import AuthConfig, LimitsConfig, StateConfig
 from llmroute.config_server import ServerConfig
@@ -265,6 +266,7 @@ class Config(_Strict):
     auth: AuthConfig = AuthConfig()
     limits: LimitsConfig = LimitsConfig()
     state: StateConfig = StateConfig()
+    content_filter: ContentFilterConfig = ContentFilterConfig()
     strategies: StrategiesConfig | None = None
     observe: ObserveConfig = ObserveConfig()
     source: str = "<memory>"

@@ -6,6 +6,7 @@
     ├── RequestError                   the client's fault (4xx), never retried
     │   ├── InvalidRequest             400 invalid_request_error (bad JSON, bad field, n > 1 …)
     │   ├── ContextLengthExceeded      400 context_length_exceeded (no backend's context fits)
+    │   ├── ContentFiltered            400 content_filter (a word list with action block)
     │   ├── ModelNotFound              404 model_not_found
     │   ├── NotFound                   404 not_found (an unknown trace id)
     │   ├── PayloadTooLarge            413 request body over the configured limit
@@ -70,6 +71,13 @@ class ContextLengthExceeded(RequestError):
     """400: prompt tokens + max tokens exceed every eligible backend's context window."""
 
     code = "context_length_exceeded"
+
+
+class ContentFiltered(RequestError):
+    """400: the request's text holds an entry of a ``block`` word list (``content_filter``
+    in the configuration)."""
+
+    code = "content_filter"
 
 
 class ModelNotFound(RequestError):

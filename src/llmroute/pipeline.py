@@ -1,5 +1,5 @@
-"""The request flow, one step per line (DESIGN.md §2): authenticate → admit → gate →
-strategy → anchor → dispatch → reconcile usage.
+"""The request flow, one step per line (DESIGN.md §2): authenticate → admit → filter input
+→ gate → strategy → anchor → dispatch → filter output → reconcile usage.
 
 The layers never call each other; every step gets what it needs as arguments.
 """
@@ -102,11 +102,16 @@ async def route(rt: Runtime, request: ChatRequest, caller: Caller | None = None,
 async def serve(rt: Runtime, request: ChatRequest, caller: Caller | None = None,
                 headers: Mapping[str, str] = NO_HEADERS, trace: Recorder | None = None
                 ) -> Routed:
-    """Decide (the strategy matched on ``headers`` too), dispatch with failover, and describe
-    the route in headers (``route_headers``, plus ``server-timing`` with the gate's time);
-    every step is noted in ``trace`` (a throwaway one when None). Raises PermissionDenied
+    """Filter the input (``rt.content_filter``: a block match raises ContentFiltered, 400,
+    before the gate), decide (the strategy matched on ``headers`` too), dispatch with
+    failover, filter the output (JSON or SSE), and describe the route in headers
+    (``route_headers``, plus ``server-timing`` with the gate's time); every step is noted
+    in ``trace`` (a throwaway one when None). Raises PermissionDenied
     (403) when the plan's pool is not one ``caller``'s key may use."""
     trace = trace or Recorder(request.request_id, request.request_id)
+    screen = rt.content_filter
+    if screen is not None:  # 400 content_filter before the gate; masks the prompt
+        request = screen.check(request, trace)
     intent = await rt.gate.classify(request)
     timing = server_timing(trace.gate(intent))
     d = settle(rt, request, intent, explain=False, headers=headers, trace=trace)
@@ -117,8 +122,12 @@ async def serve(rt: Runtime, request: ChatRequest, caller: Caller | None = None,
     if request.stream:
         backend, stream = await dispatch.open_stream(rt.dispatch, request, d.plan,
                                                      d.candidates, trace)
+        if screen is not None:
+            stream = screen.stream(request, stream, trace)
         return Routed(route_headers(request, d, backend) | timing, stream=stream)
     backend, body = await dispatch.complete(rt.dispatch, request, d.plan, d.candidates, trace)
+    if screen is not None:
+        body = screen.answer(request, body, trace)
     trace.answered(body)
     return Routed(route_headers(request, d, backend) | timing, body=body)
 

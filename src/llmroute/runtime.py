@@ -20,6 +20,7 @@ from llmroute.gate.protocol import Gate
 from llmroute.observe.fuse_events import FuseEventStore
 from llmroute.observe.metrics import Metrics
 from llmroute.observe.observer import Observer
+from llmroute.policy.filter import ContentFilter
 from llmroute.policy.gateway import Policy
 from llmroute.strategy.book import StrategyBook
 from llmroute.strategy.handoffs import HandoffStore
@@ -44,7 +45,8 @@ class Runtime:
     (swapped whole on reload); ``signals`` holds the polled engine signals; ``fleet`` the
     local engines, when any were started; ``observer`` takes every request's trace (ring,
     metrics, log line, audit); ``policy`` the gateway policies (keys, limits),
-    None with auth off; ``handoffs`` the ``human`` kind's ticket queue."""
+    None with auth off; ``handoffs`` the ``human`` kind's ticket queue; ``content_filter``
+    the sensitive-word filter, None without word lists."""
 
     config: Config
     backends: dict[str, Backend]
@@ -63,3 +65,4 @@ class Runtime:
     fleet: Fleet | None = None
     policy: Policy | None = None
     handoffs: HandoffStore | None = None
+    content_filter: ContentFilter | None = None

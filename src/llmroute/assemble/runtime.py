@@ -23,6 +23,7 @@ from llmroute.anchor.stats.router import RouterStats
 from llmroute.anchor.store import SignalStore
 from llmroute.assemble.anchor import anchor_shared, build_profile, make_collector, score_gauges
 from llmroute.assemble.gate import make_gate
+from llmroute.assemble.filter import build_filter, watch_filter
 from llmroute.assemble.policy import build_policy
 from llmroute.assemble.strategies import handoff_store, make_book, watch_strategies
 from llmroute.backends.client import BackendClient
@@ -83,7 +84,8 @@ def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSe
                    make_observer(config.observe, send.metrics), signals=store, fleet=fleet,
                    policy=build_policy(config, send.clock, send.wall_clock,
                                        registry=send.metrics.registry),
-                   handoffs=handoffs)
+                   handoffs=handoffs,
+                   content_filter=build_filter(config, send.metrics, send.wall_clock))
 
 
 def dispatch_deps(config: Config, backends: dict[str, Backend], client: BackendClient,
@@ -133,6 +135,7 @@ async def open_runtime(config: Config, progress: Progress | None = None
         stack.push_async_callback(rt.gate.close)
         await _start_collector(stack, rt)
         await stack.enter_async_context(watch_strategies(config, rt.strategy))
+        await stack.enter_async_context(watch_filter(config, rt.content_filter))
         yield rt
 
 

@@ -8,7 +8,6 @@ messages); while serving, ``watch_strategies`` reloads them on change (see
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import importlib.resources
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -16,6 +15,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
+from llmroute.assemble.tasks import running
 from llmroute.config import EMBEDDED, Config
 from llmroute.strategy.book import StrategyBook, watch
 from llmroute.strategy.handoffs import HandoffStore
@@ -78,10 +78,5 @@ async def watch_strategies(config: Config, book: StrategyBook) -> AsyncIterator[
     if directory is None or config.strategies is None or not config.strategies.watch:
         yield
         return
-    task = asyncio.create_task(watch(book, directory))
-    try:
+    async with running(watch(book, directory)):
         yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task

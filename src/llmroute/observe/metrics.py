@@ -19,6 +19,9 @@ the config and strategy files, statuses are HTTP codes; never request ids or tex
 * ``llmroute_gate_duration_seconds{source}`` — the gate's time by the stage that answered;
 * ``llmroute_streamed_legs_total{backend}`` and ``llmroute_melt_rate{backend}`` — streamed
   legs a backend served, and handoffs away from it per such leg (gauge, at scrape time);
+* ``llmroute_content_filter_hits_total{list, action, direction}`` — word-list matches
+  (``direction``: ``input`` or ``output``) / ``llmroute_content_filter_reloads_total{outcome}``
+  — word-list reloads, ``applied`` or ``invalid`` (the old lists kept);
 * ``llmroute_audit_dropped_total`` / ``llmroute_audit_failures_total`` — decision-audit
   records dropped (queue full) / batches the disk refused.
 """
@@ -111,6 +114,11 @@ class Metrics:
                             ["backend"], registry=r)
         self.melt = MeltRate()
         r.register(self.melt)
+        self.filter_hits = Counter("llmroute_content_filter_hits", "Sensitive-word matches "
+                                   "by list, action and direction",
+                                   ["list", "action", "direction"], registry=r)
+        self.filter_reloads = Counter("llmroute_content_filter_reloads", "Word-list reloads "
+                                      "by outcome", ["outcome"], registry=r)
         self.audit_dropped = Counter("llmroute_audit_dropped", "Decision-audit records "
                                      "dropped because the write queue was full", registry=r)
         self.audit_failures = Counter("llmroute_audit_failures", "Decision-audit batches the "
