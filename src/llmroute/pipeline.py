@@ -135,8 +135,8 @@ async def serve(rt: Runtime, request: ChatRequest, caller: Caller | None = None,
 async def run_strategy(rt: Runtime, request: ChatRequest, d: Decision, caller: Caller | None,
                        trace: Recorder, timing: dict[str, str]) -> Routed:
     """Let the matched strategy serve the request itself (its legs share one attempt
-    budget, each pool checked against ``caller``); a streamed request gets the answer as
-    SSE once it is complete."""
+    budget, each pool checked against ``caller``), its answer through the output filter; a
+    streamed request gets the answer as SSE once it is complete."""
     assert d.strategy.runner is not None
     legs = PoolLegs(rt.dispatch, rt.backends,
                     lambda req, plan: rank(rt, req, d.intent, plan, explain=False),
@@ -145,10 +145,13 @@ async def run_strategy(rt: Runtime, request: ChatRequest, d: Decision, caller: C
                                                rt.wall_clock()))
     headers = {"x-request-id": request.request_id, "x-llmroute-intent": d.intent.label,
                "x-llmroute-strategy": d.strategy.header, **served.headers, **timing}
-    trace.answered(served.body)
+    body = served.body
+    if rt.content_filter is not None:  # the output filter covers a strategy's answer too
+        body = rt.content_filter.answer(request, body, trace)
+    trace.answered(body)
     if request.stream:
-        return Routed(headers, stream=replay(request, served.body))
-    return Routed(headers, body=served.body)
+        return Routed(headers, stream=replay(request, body))
+    return Routed(headers, body=body)
 
 
 def server_timing(gate_ms: float) -> dict[str, str]:
