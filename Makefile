@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: setup engine demo test serve
+.PHONY: setup engine demo test serve kubectl
 
 setup: $(VENV)/.installed
 
@@ -25,5 +25,17 @@ demo: engine
 serve: engine
 	$(VENV)/bin/llmroute serve
 
-test: engine
+# kubectl renders deploy/kubernetes (`kubectl kustomize`) in tests/deploy: installed once when
+# missing, Debian's kubectl package or else its kubernetes-client; without root and apt-get
+# those tests skip and say why.
+kubectl:
+	@command -v kubectl >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
+	  command -v apt-get >/dev/null 2>&1 && apt-get update -qq && \
+	  { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	      kubectl >/dev/null 2>&1 || \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	      kubernetes-client >/dev/null; }; } || \
+	  echo "kubectl is not installed (needs root and apt-get): the Kubernetes tests will skip"
+
+test: engine kubectl
 	$(PY) -m pytest
