@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: setup engine demo test serve redis-server
+.PHONY: setup engine demo test serve redis-server kubectl
 
 setup: $(VENV)/.installed
 
@@ -34,7 +34,19 @@ redis-server:
 	    redis-server >/dev/null; } || \
 	  echo "redis-server is not installed (needs root and apt-get): the Redis tests will skip"
 
-test: engine redis-server
+# kubectl renders deploy/kubernetes (`kubectl kustomize`) in tests/deploy: installed once when
+# missing, Debian's kubectl package or else its kubernetes-client; without root and apt-get
+# those tests skip and say why.
+kubectl:
+	@command -v kubectl >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
+	  command -v apt-get >/dev/null 2>&1 && apt-get update -qq && \
+	  { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	      kubectl >/dev/null 2>&1 || \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	      kubernetes-client >/dev/null; }; } || \
+	  echo "kubectl is not installed (needs root and apt-get): the Kubernetes tests will skip"
+
+test: engine redis-server kubectl
 	$(PY) -m pytest
 
 # Debian's prometheus (with promtool), chromium and a CJK font, for the Prometheus, alert-rule and
