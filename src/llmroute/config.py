@@ -152,7 +152,9 @@ class BackendConfig(_Strict):
     """One engine endpoint of kind ``engine`` (a name in ``backends/engines.py``). Either
     ``base_url`` (a running engine; the part before ``/v1``) or ``launch`` (llmroute starts
     a local llama.cpp engine) must be given. The bearer token is ``api_key``, or read from
-    the environment variable named by ``api_key_env``."""
+    the environment variable named by ``api_key_env``. ``mode``: ``chat`` (chat and legacy
+    completions) or ``embeddings`` (the backend serves ``POST /v1/embeddings`` only; every
+    backend of its pool must be one too)."""
 
     id: str = Field(pattern=_ID)
     pool: str
@@ -165,6 +167,7 @@ class BackendConfig(_Strict):
     launch: LaunchConfig | None = None
     gpu: GpuConfig | None = None
     capabilities: tuple[Capability, ...] | None = None
+    mode: Literal["chat", "embeddings"] = "chat"
 
     @field_validator("engine")
     @classmethod
@@ -293,6 +296,23 @@ def _reference_problems(cfg: Config) -> list[Problem]:
     for name in cfg.pools:
         if not any(b.pool == name for b in cfg.backends):
             problems.append((("pools", name), "pool has no backends"))
+    return problems + _mode_problems(cfg)
+
+
+def _mode_problems(cfg: Config) -> list[Problem]:
+    """A pool is all chat or all embeddings backends, and chat routing names chat pools."""
+    modes: dict[str, str] = {}
+    problems: list[Problem] = []
+    for i, b in enumerate(cfg.backends):
+        first = modes.setdefault(b.pool, b.mode)
+        if b.mode != first:
+            problems.append((("backends", i, "mode"), f"pool {b.pool!r} mixes {first} and "
+                             f"{b.mode} backends; give embeddings their own pool"))
+    chat = [(("routing", "default_pool"), cfg.routing.default_pool),
+            *((("routing", "intents", k), p) for k, p in cfg.routing.intents.items())]
+    for loc, pool in chat:
+        if modes.get(pool) == "embeddings":
+            problems.append((loc, f"pool {pool!r} serves embeddings, not chat"))
     return problems
 
 

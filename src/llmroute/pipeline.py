@@ -6,7 +6,7 @@ The layers never call each other; every step gets what it needs as arguments.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +30,11 @@ class Routed:
     headers: dict[str, str]
     body: dict[str, Any] | None = None
     stream: AsyncIterator[bytes] | None = None
+
+
+Server = Callable[[Runtime, ChatRequest, Caller | None, Mapping[str, str], Recorder | None],
+                  Awaitable[Routed]]
+"""How ``route`` serves an admitted request: ``serve`` (chat, completions) by default."""
 
 
 @dataclass(frozen=True)
@@ -76,19 +81,21 @@ async def authenticate(rt: Runtime, headers: Mapping[str, str]) -> Caller | None
 
 
 async def route(rt: Runtime, request: ChatRequest, caller: Caller | None = None,
-                headers: Mapping[str, str] = NO_HEADERS, trace: Recorder | None = None
-                ) -> Routed:
+                headers: Mapping[str, str] = NO_HEADERS, trace: Recorder | None = None,
+                server: Server | None = None) -> Routed:
     """Serve ``request`` for ``caller`` (None: auth off; its HTTP ``headers`` feed the
-    strategy triggers): admit (403/429; a refusal costs nothing after it), ``serve``, then
-    reconcile the reservation with the real usage — now for JSON, when the stream ends for
-    SSE — and add the ``x-ratelimit-*`` headers. Each step is noted in ``trace``."""
+    strategy triggers): admit (403/429; a refusal costs nothing after it), ``serve`` (or
+    ``server``: ``embeddings.serve_embeddings`` for ``/v1/embeddings``), then reconcile the
+    reservation with the real usage — now for JSON, when the stream ends for SSE — and add
+    the ``x-ratelimit-*`` headers. Each step is noted in ``trace``."""
+    run = server or serve
     if caller is None or rt.policy is None:
-        return await serve(rt, request, None, headers, trace)
+        return await run(rt, request, None, headers, trace)
     ticket = await rt.policy.admit(caller, request)
     if trace is not None:
         trace.caller(caller.key.id, caller.tenant.id)
     try:
-        routed = await serve(rt, request, caller, headers, trace)
+        routed = await run(rt, request, caller, headers, trace)
     except BaseException:
         await ticket.settle(None)  # nothing served: every reserved token goes back
         raise

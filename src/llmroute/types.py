@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Endpoint = Literal["chat", "completions"]
+Endpoint = Literal["chat", "completions", "embeddings"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,7 +21,8 @@ class Backend:
     ``emulator``); ``base_url`` ends before ``/v1``; ``model`` is the served model name sent
     upstream; ``context_length`` is the per-request context window in tokens;
     ``capabilities`` (``tools``, ``logprobs``, ``continuation``) as configured, or None for
-    the engine kind's defaults (``backends/engines.py``).
+    the engine kind's defaults (``backends/engines.py``); ``mode``: ``chat`` (chat and
+    legacy completions) or ``embeddings`` (``POST /v1/embeddings`` only).
     """
 
     id: str
@@ -32,6 +33,7 @@ class Backend:
     context_length: int
     api_key: str | None = None
     capabilities: frozenset[str] | None = None
+    mode: str = "chat"
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,9 +43,10 @@ from llmroute.api.metrics import metrics
 from llmroute.api.ready import ready
 from llmroute.api.responses import json_response
 from llmroute.api.trace import get_trace
-from llmroute.api.wire import parse_chat, parse_completion
+from llmroute.api.wire import parse_chat, parse_completion, parse_embeddings
 from llmroute.config import Config
 from llmroute.config_server import CorsConfig
+from llmroute.embeddings import serve_embeddings
 from llmroute.errors import LLMRouteError, ShuttingDown
 from llmroute.runtime import Runtime
 
@@ -71,7 +72,8 @@ def create_app(config: Config, *, runtime: Runtime | None = None,
             yield
 
     exchanges = {"/v1/chat/completions": Exchange(parse_chat),
-                 "/v1/completions": Exchange(parse_completion)}
+                 "/v1/completions": Exchange(parse_completion),
+                 "/v1/embeddings": Exchange(parse_embeddings, serve_embeddings)}
     cors = _cors(config.server.cors)
     hot: dict[str, ASGIApp] = {path: ex if cors is None else CORSMiddleware(ex, **cors)
                                for path, ex in exchanges.items()}
@@ -95,11 +97,11 @@ def _cors(c: CorsConfig) -> dict[str, Any] | None:
 
 
 class Gateway(Starlette):
-    """Starlette, except that ``POST`` to the two OpenAI endpoints goes straight to their
+    """Starlette, except that ``POST`` to the OpenAI endpoints goes straight to their
     ``Exchange`` (no routing or middleware layers: the request path's CPU matters most, see
     ``bench/overhead.py``; with CORS on, its middleware wraps them). Every other path, and
-    these two under a ``root_path``, go through Starlette's routing and middleware as
-    usual. ``drain``: while it is active, those two answer
+    these under a ``root_path``, go through Starlette's routing and middleware as
+    usual. ``drain``: while it is active, they answer
     503 ``server_shutting_down`` (``api/drain.py``)."""
 
     def __init__(self, hot: dict[str, ASGIApp], **kwargs: Any):

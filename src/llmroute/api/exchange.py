@@ -40,12 +40,14 @@ _JSON_HEADERS = [(b"content-type", b"application/json")]
 
 
 class Exchange:
-    """ASGI app for ``POST /v1/chat/completions`` or ``/v1/completions``; ``parse`` turns
-    the JSON body into a ChatRequest (raises InvalidRequest). Answers 200 with JSON or SSE,
+    """ASGI app for ``POST /v1/chat/completions``, ``/v1/completions`` or
+    ``/v1/embeddings``; ``parse`` turns the JSON body into a ChatRequest (raises
+    InvalidRequest), ``server`` serves it once admitted (None: ``pipeline.serve``). Answers 200 with JSON or SSE,
     an OpenAI-shaped 4xx/5xx, or nothing when the client disconnects first."""
 
-    def __init__(self, parse: Parser):
+    def __init__(self, parse: Parser, server: pipeline.Server | None = None):
         self._parse = parse
+        self._server = server
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         reply = _Reply(send)
@@ -85,7 +87,8 @@ class Exchange:
         trace.received(chat.stream, chat.prompt_tokens, chat.text)
         with DisconnectWatch(receive) as watch:
             try:
-                routed = await pipeline.route(rt, chat, caller, http_headers, trace)
+                routed = await pipeline.route(rt, chat, caller, http_headers, trace,
+                                              self._server)
                 if routed.stream is None:
                     await reply.json(routed.body, routed.headers)
                 else:

@@ -208,3 +208,35 @@ def _param(loc: tuple[Any, ...]) -> str:
 
 def _code(error_type: str) -> str:
     return "missing_required_parameter" if error_type == "missing" else "invalid_value"
+
+
+class EmbeddingRequest(_Open):
+    """``POST /v1/embeddings`` body: ``input`` is a string, a list of strings, a list of
+    token ids or a list of token-id lists (OpenAI: at most 2048 inputs, none empty)."""
+
+    model: str = Field(min_length=1)
+    input: str | list[str] | list[int] | list[list[int]]
+    encoding_format: Literal["float", "base64"] | None = None
+    dimensions: int | None = Field(None, ge=1)
+    user: str | None = None
+
+    @field_validator("input")
+    @classmethod
+    def _inputs(cls, v: Any) -> Any:
+        items = [v] if isinstance(v, str) else v
+        if not items or len(items) > 2048:
+            raise ValueError("give 1 to 2048 inputs")
+        if any(not x for x in items if isinstance(x, str | list)):
+            raise ValueError("an input must not be empty")
+        return v
+
+
+def parse_embeddings(body: Any, request_id: str) -> ChatRequest:
+    """Validate an embeddings body. Raises InvalidRequest naming the field."""
+    wire = _validate(EmbeddingRequest, body)
+    text = _prompt_text(wire.input)
+    return ChatRequest(
+        endpoint="embeddings", body=body, model=wire.model, stream=False, text=text,
+        prompt_tokens=estimate_tokens(text) if text else _token_count(wire.input),
+        max_tokens=0, request_id=request_id)
+

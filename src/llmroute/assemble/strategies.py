@@ -61,8 +61,10 @@ def make_book(config: Config, backends: Mapping[str, Backend], wall_clock: Calla
               registry: CollectorRegistry | None = None,
               handoffs: HandoffStore | None = None) -> StrategyBook:
     """The StrategyBook of ``config`` with its files loaded (``human`` strategies queue on
-    ``handoffs``). Raises ConfigError naming file:line: field for every bad strategy file."""
-    loader = make_loader(config, backends, handoffs)
+    ``handoffs``); strategies see only the chat backends (an embeddings pool is no chat
+    pool to them). Raises ConfigError naming file:line: field for every bad strategy file."""
+    chat = {k: b for k, b in backends.items() if b.mode == "chat"}
+    loader = make_loader(config, chat, handoffs)
     directory = strategy_dir(config)
     if directory is None:
         return StrategyBook(loader.builtin(), None, wall_clock, registry)

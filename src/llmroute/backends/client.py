@@ -33,7 +33,8 @@ from llmroute.errors import (
 )
 from llmroute.types import Backend, Endpoint
 
-_PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+_PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions",
+                          "embeddings": "/v1/embeddings"}
 _ERROR_BODY_LIMIT = 64 * 1024
 
 
