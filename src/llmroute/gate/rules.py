@@ -85,6 +85,7 @@ KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
               r"\b(?:code|program|function|script|query|class|method|snippet)\b"),
         (2.0, r"\bdef\s+\w+\s*\(|\bimport\s+[\w.]+|#include\s*<|console\.log|System\.out|"
               r"\bfn\s+\w+\s*\(|\bSELECT\s.{1,80}?\sFROM\b|=>|\w\(\)\s*[;{]"),
+        (3.0, r"\bdef\s+\w+\s*\([^)\n]*\)[^:\n]*:\s*\n\s*(?:\"\"\"|\'\'\')|^\s*>>>\s"),
         (2.0, r"代码|编程|源码|脚本|报错|调试|编译|算法|快速排序"),
         (1.0, r"实现|函数|程序|接口|变量|数组|链表|排序|递归|数据库|前端|后端"),
     )),
@@ -95,7 +96,8 @@ KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
               r"square root|sqrt|factorial|polynomial|algebra|geometry|calculus|arithmetic|"
               r"logarithm|divisible|remainder|multiply|divided by)\b"),
         (0.75, r"\b(?:compute|percent(?:age)?|prime|matrix|fraction|average|median|sum of|"
-               r"product of|plus|minus|sin|cos|tan|how (?:many|much|far|long|old))\b"),
+               r"product of|plus|minus|sin|cos|tan|how (?:many|much|far|long|old|high|tall|wide|deep|"
+               r"heavy|fast))\b"),
         (0.75, r"\d\s*(?:%|\$)|\$\s*\d|(?<![\d.])\d+(?:\.\d+)?\s*(?:percent|miles|km|kilometers|"
                r"meters|hours|minutes|seconds|dollars|cents|kg|pounds)\b"),
         (2.0, r"计算|方程|求解|积分|导数|微分|概率|几何|代数|算术|乘以|除以|加上|减去|等于多少|平方根|"
@@ -103,16 +105,23 @@ KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
         (1.0, r"多少|平方|百分之|平均|总和|求和|多远|多久"),
     )),
     ("reasoning", (
-        (1.5, r"\bwhy\b"),
+        (0.5, r"\bwhy\b"),
         (2.0, r"\bstep[- ]by[- ]step\b|\bthink (?:carefully|it through|through)\b|"
               r"\blet'?s think\b|\bshow (?:your|the) (?:work|reasoning)\b|\bchain of thought\b"),
         (1.5, r"\b(?:prove|proof|deduce|deduction|infer|inference|logic|logical|logically|riddle|"
               r"puzzle|paradox|syllogism|contradiction|implications?|consequences?|justify)\b"),
-        (2.5, r"\b(?:pros and cons|trade-?offs?|compare and contrast|what would happen if)\b"),
+        (2.0, r"\b(?:argument|reasoning|logic) (?:seems|is|sounds|looks) (?:off|wrong|flawed|weak)\b|"
+              r"\bflaws? in (?:the|this|that|his|her|their) (?:argument|reasoning|logic)\b|"
+              r"\bis (?:this|that|the) (?:argument|reasoning) (?:valid|sound)\b"),
+        (2.5, r"\b(?:pros and cons|trade-?offs?|compare and contrast|what would happen if|"
+              r"what if|does it follow|what (?:can|could|may) (?:we|you|i) conclude|"
+              r"what follows)\b"),
         (0.75, r"\b(?:explain|analy[sz]e|evaluate|compare|because|therefore|hence|assume|"
                r"suppose)\b|\bif\b[^.?!\n]{1,80}\bthen\b"),
-        (2.0, r"推理|为什么|证明|逻辑|一步一步|一步步|逐步|推导|论证|悖论|谜题"),
-        (1.0, r"分析|解释|原因|比较|权衡|利弊|假设|如果|因此|所以"),
+        (2.0, r"推理|证明|逻辑|一步一步|一步步|逐步|推导|论证|悖论|谜题|能推出|推出什么|"
+              r"说真话|说假话|说谎|假如|会发生什么|会怎样|怎么安排"),
+        (1.0, r"分析|比较|权衡|利弊|假设|如果|因此|所以"),
+        (0.5, r"为什么|解释|原因"),
     )),
     ("tool_call", (
         (1.0, r"\b(?:call|use|invoke) the [\w-]+ (?:tool|function|api)\b|\bsearch the web\b|"
@@ -129,13 +138,18 @@ KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
               r"main (?:points|ideas)|gist|abstract (?:for|of) (?:it|this|the)|"
               r"in (?:one|two|three|a few|\d+) "
               r"(?:sentences?|words|bullet points|paragraphs?))\b"),
+        (2.0, r"\b(?:summari[sz]e|sum up|recap|condense) (?:the |this |that )?(?:following|below|"
+              r"above|text|article|passage|document|report|story|news|email|essay)\b"),
         (3.0, r"总结|摘要|概括|归纳|概述|综述|提炼|简要说明"),
+        (2.0, r"(?:总结|概括|归纳|概述|摘要)(?:一下)?(?:以下|下面|下列|上面|上述|上文|这篇|这段|该|本)|"
+              r"(?:以下|下面|上面|上述|上文|这篇|这段)[^。\n]{0,12}(?:总结|概括|归纳|要点|主要内容)"),
         (1.5, r"要点|简述|主要内容|核心观点|一句话|几句话|精简"),
     )),
     ("translation", (
         (3.0, r"\btranslat(?:e|ed|es|ion|ing|or)\b"),
         (3.0, rf"\bhow (?:do|would|can) (?:you|i) say\b[^\n]{{0,60}}\bin (?:{_LANGS_EN})\b|"
-              rf"\bwhat(?:'s| is) [^\n]{{1,60}} in (?:{_LANGS_EN})\b"),
+              rf"\bwhat(?:'s| is) [^\n]{{1,60}} in (?:{_LANGS_EN})\b|"
+              rf"\bmeans? in (?:{_LANGS_EN})\b"),
         (1.5, rf"\b(?:into|to)\s*(?:(?:{_LANGS_EN})\b|{_LANGS_ZH})"),
         (0.5, rf"\bin (?:{_LANGS_EN})\b"),
         (3.0, r"翻译|译成|译为|翻成|译文|译作|英译中|中译英|汉译英|英译汉"),
@@ -156,8 +170,9 @@ KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
               r"地址|日期"),
     )),
     ("classification", (
-        (3.0, r"\b(?:classify|classified|classification|categori[sz]e|categori[sz]ation|"
-              r"sentiment)\b"),
+        (3.0, r"\b(?:classify|categori[sz]e)\b(?! (?:living|animals|plants|organisms|rocks|stars)\b)|"
+              r"\bsentiment\b"),
+        (1.0, r"\b(?:classified|classification|categori[sz]ed|categori[sz]ation)\b"),
         (1.5, r"\b(?:positive or negative|positive, negative,? or neutral|spam or (?:not|ham)|"
               r"which (?:category|class|label|topic)|label (?:this|these|each|the following)|"
               r"tag (?:this|these|each)|is (?:this|it) (?:spam|toxic|positive|negative|sarcastic)|"
@@ -165,7 +180,9 @@ KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
         (1.5, r"\bis this (?:a |an )?(?:piece of )?(?:news|review|article|text|message|tweet|"
               r"email|comment)\b"),
         (0.75, r"\b(?:category|categories|labels?|topic|genre|toxic|spam|rating)\b"),
-        (3.0, r"分类|归类|情感|情绪倾向|类别"),
+        (3.0, r"(?:请|帮我|给|对|将|把)[^。？?\n]{0,30}(?:分类|归类)|(?:分类|归类)(?:一下|为|成|到)|"
+              r"(?:分类|归类|类别)[:：]|情感|情绪倾向"),
+        (1.0, r"分类|归类|类别"),
         (1.5, r"正面还是负面|积极还是消极|属于哪一?(?:类|个类别|种)|打标签|判断.{0,20}(?:是否|还是)|"
               r"是不是垃圾"),
     )),
@@ -175,10 +192,17 @@ KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
               r"fan ?fiction)\b"),
         (1.0, r"\b(?:write|compose|draft|create)\b[^.\n]{0,30}\b(?:tale|essay|letter|speech|"
               r"blog post|toast|scene|dialogue|character|plot|ode)\b|\bonce upon a time\b|"
-              r"\bin the style of\b|\b(?:generate|write|make) a sentence\b"),
+              r"\bin the style of\b"),
+        (2.0, r"\b(?:generate|write|make|compose|form) (?:a|one) (?:\w+ )?sentence (?:with|using|"
+              r"containing|that (?:uses|includes|contains))\b"),
         (0.5, r"\b(?:write|compose)\b"),
+        (2.0, r"\b(?:write|compose|draft|create)\b[^.\n]{0,30}\b(?:ad|advert|advertisement|"
+              r"commercial|slogan|tagline|jingle|copy|product description|tweet|post|caption|"
+              r"blurb|invitation|press release|announcement)\b"),
         (2.5, r"写一首|诗歌|诗词|小说|故事|歌词|剧本|散文|童话|寓言|作文|续写|对联|绝句|律诗|宋词|打油诗"),
         (1.5, r"诗|写一篇|写一段|创作|编一个"),
+        (2.0, r"写[^。\n]{0,12}(?:广告|文案|宣传语|广告词|软文|朋友圈|推文|海报|标语|口号|邀请函|贺词|"
+              r"致辞|欢送词|新闻稿|商品描述|产品描述)"),
     )),
     ("open_qa", (
         (1.5, r"\b(?:what (?:is|are|was|were|does|do)|what's|who (?:is|was|were|invented|wrote|"
@@ -191,6 +215,13 @@ KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
         (0.5, r"^\s*(?:what|who|when|where|which|how|is|are|does|do|can|did)\b"),
         (1.5, r"什么是|是什么|是谁|谁是|谁发明|在哪|哪里|哪个国家|哪一年|什么时候|何时|介绍一下|的定义|"
               r"什么意思|首都|多少人口|有多高"),
+        (1.5, r"\bwhy (?:is|are|do|does|did|was|were|can't|don't|doesn't)\b|"
+              r"\bexplain (?:how|what|the (?:difference|concept|meaning|role|process|principle))\b|"
+              r"\bdifference between\b|\bhow (?:is|are) [^?.\n]{1,40} (?:made|formed|classified|"
+              r"categori[sz]ed)\b|\banswer (?:the following|this|the) question\b"),
+        (1.5, r"为什么|如何|是怎么|是怎样|原理|有什么区别|有什么不同|的区别|回答以下问题|"
+              r"回答下面的问题|回答下列问题|请回答"),
+        (0.75, r"有哪些"),
     )),
     ("chat", (
         (2.5, r"^\s*(?:hi|hello|hey|hiya|yo|howdy|greetings|good (?:morning|afternoon|evening))\b"),
@@ -212,7 +243,8 @@ KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
               r"new |possible )?(?:ideas|ways|names|suggestions|options|tips|themes|titles|"
               r"slogans|topics)\b"),
         (3.0, r"头脑风暴|点子|主意|创意|脑暴"),
-        (1.5, r"想法|建议|方案|有哪些(?:方法|办法|方式)|起(?:个|几个)?名字|取名|出谋划策|集思广益|灵感"),
+        (1.5, r"想法|建议|方案|有哪些(?:方法|办法|方式)|起(?:个|几个)?名字|取名|出谋划策|集思广益|灵感|"
+              r"(?:有哪些|有什么)[^？?。\n]{0,12}(?:可以|推荐|适合|值得)"),
     )),
 )
 
