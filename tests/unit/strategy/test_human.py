@@ -206,3 +206,19 @@ def test_the_handoffs_cli_lists_shows_claims_and_answers(tmp_path, capsys):
     assert code == 2 and "answered already" in err
     code, err = cli("show", "hof-missing")
     assert code == 2 and "no hand-off ticket" in err
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+async def test_a_strategy_answer_goes_through_the_output_filter(folder, tmp_path, stream):
+    words = tmp_path / "words.txt"
+    words.write_text("person\n", encoding="utf-8")
+    lists = {"lists": [{"name": "w", "path": str(words), "action": "mask",
+                        "mode": "substring", "applies_to": ["output"]}]}
+    async with serve_upstream(["ok"]) as up:
+        cfg = config(up.base_url, folder, tmp_path / "h.db", content_filter=lists)
+        async with open_router(cfg) as (_, client):
+            r = await client.post(CHAT, json={**BODY, "stream": stream})
+    ticket = r.headers["x-llmroute-ticket"]
+    text = ("".join(c["choices"][0]["delta"].get("content", "") for c in _sse(r.text)
+                    if c["choices"]) if stream else r.json()["choices"][0]["message"]["content"])
+    assert text == f"A ****** will answer; ticket {ticket}."
