@@ -21,18 +21,18 @@ from llmroute.gate.head import EmbeddingHead, NgramHead
 from llmroute.gate.heads_cache import heads_dir, heads_key, prune, read_heads
 from llmroute.gate.semantic import SemanticGate
 
-EXAMPLES = [("write a python function to sort a list", "code"),
-            ("用Python写一个排序函数", "code"),
-            ("fix this java null pointer exception", "code"),
-            ("这段代码为什么报错", "code"),
-            ("translate good morning into french", "translation"),
-            ("把这句话翻译成英文", "translation"),
-            ("how do you say thank you in japanese", "translation"),
-            ("中译英：今天天气很好", "translation"),
-            ("what is the capital of peru", "open_qa"),
-            ("长城有多长？", "open_qa"),
-            ("who wrote the odyssey", "open_qa"),
-            ("什么是光合作用？", "open_qa")]
+EXAMPLES = [("write a bash script that renames every jpg", "code"),
+            ("写一个计算斐波那契数列的Java函数", "code"),
+            ("my rust program panics on unwrap, fix it", "code"),
+            ("这个SQL查询怎么优化", "code"),
+            ("translate see you tomorrow into spanish", "translation"),
+            ("请翻译成德语：谢谢你的帮助", "translation"),
+            ("what's the italian for good night", "translation"),
+            ("英译中：the weather is nice today", "translation"),
+            ("how deep is the pacific ocean", "open_qa"),
+            ("珠穆朗玛峰有多高？", "open_qa"),
+            ("when did the roman empire fall", "open_qa"),
+            ("什么是量子纠缠？", "open_qa")]
 PROMPTS = ["write a go function that reverses a string", "把这段话翻译成法语：你好",
            "who painted the mona lisa", "hmm", "什么是黑洞？"]
 
