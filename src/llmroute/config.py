@@ -220,7 +220,10 @@ class GateConfig(_Strict):
     ``composite_margin``: top-two probability gap (0–1) under which the verdict is composite;
     ``cache_size`` entries kept ``cache_ttl_s`` seconds; ``max_wait_ms``/``max_batch``: how long
     an idle encoder waits for company (ms; 0: starts at once, requests that arrive while a
-    batch runs still share the next) and the batch size; ``encoder``: false skips MiniLM."""
+    batch runs still share the next) and the batch size; ``encoder``: false skips MiniLM;
+    ``cache_dir``: folder for the fitted heads (empty: ``$LLMROUTE_CACHE/gate``, default
+    ``~/.cache/llmroute/gate``), read on start instead of refitting when nothing they depend
+    on changed."""
 
     kind: Literal["semantic", "rules", "off"] = "semantic"
     rules: dict[str, list[str]] = {}
@@ -232,6 +235,7 @@ class GateConfig(_Strict):
     max_wait_ms: float = Field(0.0, ge=0)
     max_batch: int = Field(32, ge=1, le=256)
     encoder: bool = True
+    cache_dir: str = ""
 
     @field_validator("kind", mode="before")
     @classmethod

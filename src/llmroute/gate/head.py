@@ -21,7 +21,7 @@ prompts unlike the utterances (templated tasks, long documents), and ``probs = s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import sklearn
@@ -67,6 +67,8 @@ class _Calibrated:
     scikit-learn call (no per-call input validation)."""
 
     C = 10.0
+    FEATURES = 0
+    """Rows of ``weights`` a restored state must have (0: any)."""
 
     def __init__(self) -> None:
         self.classes: list[str] = []
@@ -108,6 +110,36 @@ class _Calibrated:
             logits[test] = scores if scores.ndim == 2 else np.stack([-scores, scores], 1)
         return best_temperature(logits, y)
 
+    def state(self) -> dict[str, np.ndarray]:
+        """The fitted head as plain arrays (no objects, so ``np.load(allow_pickle=False)``
+        reads them): ``classes`` ``(k,)`` str, ``temperature`` ``()``, ``features`` ``()``
+        (rows of ``weights``), the non-zero weight rows ``rows`` ``(m,)`` int64 and their
+        ``values`` ``(m, k)`` float64 (most hashed n-gram columns are never seen), ``bias``
+        ``(k,)``."""
+        rows = np.flatnonzero(np.any(self.weights != 0, axis=1))
+        return {"classes": np.array(self.classes, dtype=str),
+                "temperature": np.array(self.temperature), "bias": self.bias,
+                "features": np.array(self.weights.shape[0]), "rows": rows,
+                "values": self.weights[rows]}
+
+    def restore(self, state: Mapping[str, np.ndarray]) -> _Calibrated:
+        """Adopt a ``state()`` (the same numbers, so the same probabilities). Raises
+        ValueError or KeyError when the arrays are missing or their shapes disagree.
+        Returns self."""
+        classes = [str(c) for c in state["classes"]]
+        k, n, rows = len(classes), int(state["features"]), np.asarray(state["rows"])
+        values, bias = np.asarray(state["values"], np.float64), np.asarray(state["bias"], np.float64)
+        temperature = float(state["temperature"])
+        if (k < 2 or values.shape != (len(rows), k) or bias.shape != (k,)
+                or n != (self.FEATURES or n) or not temperature > 0
+                or (rows.size and (rows.min() < 0 or rows.max() >= n))):
+            raise ValueError("gate: stored head arrays have inconsistent shapes")
+        weights = np.zeros((n, k))
+        weights[rows] = values
+        self.classes, self.temperature = classes, temperature
+        self.weights, self.bias = weights, bias
+        return self
+
     def logits(self, items: Sequence[object]) -> np.ndarray:
         """The SVM's decision values ``x·W + b``: ``(len(items), len(classes))``."""
         return np.asarray(self.features(items) @ self.weights) + self.bias
@@ -129,6 +161,7 @@ class NgramHead(_Calibrated):
     """First stage over compressed texts (see the module docstring)."""
 
     C = C_NGRAM
+    FEATURES = 2 * N_FEATURES
 
     def __init__(self) -> None:
         super().__init__()

@@ -3,7 +3,8 @@
 ``build_model(examples, encoder_folder)`` fits the n-gram head on the compressed texts and,
 when an exported encoder folder is given, embeds the utterances (cached next to the export
 as ``emb-<digest>.npy``, keyed by the texts) and fits the embedding head on them. Labels are
-sorted, so both heads share one class order.
+sorted, so both heads share one class order. Given a ``cache_dir`` it reads the fitted heads
+from there instead when the same fit was stored before (``heads_cache``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 from llmroute.gate.compress import compress_text
 from llmroute.gate.encoder import OnnxEncoder
 from llmroute.gate.head import EmbeddingHead, NgramHead
+from llmroute.gate.heads_cache import heads_key, heads_path, read_heads, write_heads
 
 EMBED_BATCH = 64
 
@@ -48,17 +50,40 @@ def fit_texts(examples: Sequence[tuple[str, str]]) -> list[str]:
 
 
 def build_model(examples: Sequence[tuple[str, str]], encoder_folder: Path | None = None,
-                threads: int = 1) -> GateModel:
+                threads: int = 1, cache_dir: Path | None = None) -> GateModel:
     """Fit the heads on ``(text, intent)`` pairs; with ``encoder_folder`` load the encoder
-    too. Raises ConfigError (fewer than two intents) or GateModelError (encoder files)."""
+    too. With ``cache_dir`` the fitted heads are read from / written to it
+    (``heads_cache``: keyed by the texts, labels, encoder and code version). Raises
+    ConfigError (fewer than two intents) or GateModelError (encoder files)."""
     texts, labels = fit_texts(examples), [intent for _, intent in examples]
-    fast = NgramHead().fit(texts, labels)
-    if encoder_folder is None:
-        return GateModel(tuple(fast.classes), fast)
-    encoder = OnnxEncoder(encoder_folder, threads=threads)
-    vectors = cached_embeddings(encoder, texts, encoder_folder)
-    embed = EmbeddingHead().fit(list(vectors), labels)
+    encoder = None if encoder_folder is None else OnnxEncoder(encoder_folder, threads=threads)
+    path = None if cache_dir is None else heads_path(
+        cache_dir, heads_key(texts, labels, encoder_id(encoder_folder, encoder)))
+    heads = None if path is None else read_heads(path, with_embed=encoder is not None)
+    if heads is None:
+        heads = fit_heads(texts, labels, encoder, encoder_folder)
+        if path is not None:
+            write_heads(path, *heads)
+    fast, embed = heads
     return GateModel(tuple(fast.classes), fast, encoder, embed)
+
+
+def encoder_id(folder: Path | None, encoder: OnnxEncoder | None) -> str | None:
+    """What identifies the encoder's embeddings: the export folder's name (a digest of the
+    model and export recipe) and the token limit; None without an encoder."""
+    if folder is None or encoder is None:
+        return None
+    return f"{folder.name}:{encoder.max_tokens}"
+
+
+def fit_heads(texts: Sequence[str], labels: Sequence[str], encoder: OnnxEncoder | None,
+              folder: Path | None) -> tuple[NgramHead, EmbeddingHead | None]:
+    """Fit the n-gram head, and the embedding head when there is an encoder (~10 s)."""
+    fast = NgramHead().fit(texts, labels)
+    if encoder is None or folder is None:
+        return fast, None
+    vectors = cached_embeddings(encoder, texts, folder)
+    return fast, EmbeddingHead().fit(list(vectors), labels)
 
 
 def cached_embeddings(encoder: OnnxEncoder, texts: Sequence[str], folder: Path) -> np.ndarray:

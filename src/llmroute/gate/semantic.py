@@ -48,6 +48,7 @@ from llmroute.gate.compress import Compressed, compress
 from llmroute.gate.examples import shipped_utterances, user_examples, with_extras
 from llmroute.gate.export import ensure_exported
 from llmroute.gate.health import GateHealth
+from llmroute.gate.heads_cache import heads_dir
 from llmroute.gate.intents import INTENTS
 from llmroute.gate.model import GateModel, build_model
 from llmroute.gate.overrides import RuleOverrides
@@ -119,7 +120,10 @@ class SemanticGate:
 
     def load(self) -> GateModel:
         """Fit the heads and load the encoder (exporting it once, cached). Blocking; a failed
-        encoder leaves the first stage alone. Raises ConfigError for unusable examples."""
+        encoder leaves the first stage alone. The fitted heads are cached on disk
+        (``heads_cache``; in ``cfg.cache_dir``, default ``$LLMROUTE_CACHE/gate``) for the
+        default examples, and for given ``examples`` when ``cfg.cache_dir`` is set. Raises
+        ConfigError for unusable examples."""
         if self._preset is not None:
             self.model = self._preset
             return self.model
@@ -131,7 +135,9 @@ class SemanticGate:
                 folder = ensure_exported()
             except LLMRouteError as err:
                 _log.warning("gate encoder unavailable; first stage only", error=err.message)
-        self.model = build_model(examples, folder)
+        cache = self.cfg.cache_dir or self._examples is None
+        self.model = build_model(examples, folder, cache_dir=heads_dir(self.cfg.cache_dir)
+                                 if cache else None)
         return self.model
 
     async def start(self) -> None:

@@ -8,15 +8,21 @@ import asyncio
 import itertools
 import time
 
+from pathlib import Path
+
 import httpx
+import pytest
 from fakes.router import make_config
 
 from llmroute.api.app import create_app
+from llmroute.gate import semantic
 from llmroute.gate.semantic import SemanticGate
 from llmroute.assemble.runtime import open_runtime
 
 
-async def test_open_runtime_starts_the_semantic_gate_off_the_loop() -> None:
+async def test_open_runtime_starts_the_semantic_gate_off_the_loop(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(semantic, "heads_dir", lambda _: tmp_path)  # no stored heads: a fit
     config = make_config([{"id": "a", "pool": "general", "base_url": "http://127.0.0.1:9"}])
     ticks: list[float] = []
 
