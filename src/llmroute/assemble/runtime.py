@@ -23,7 +23,7 @@ from llmroute.anchor.stats.router import RouterStats
 from llmroute.anchor.store import SignalStore
 from llmroute.assemble.anchor import anchor_shared, build_profile, make_collector
 from llmroute.assemble.gate import make_gate
-from llmroute.assemble.policy import build_policy
+from llmroute.assemble.policy import build_policy, build_store
 from llmroute.assemble.strategies import make_book, watch_strategies
 from llmroute.backends.client import BackendClient
 from llmroute.config import BackendConfig, Config
@@ -35,6 +35,7 @@ from llmroute.observe.metrics import Metrics
 from llmroute.observe.observer import make_observer
 from llmroute.observe.signals import SignalCollector
 from llmroute.runtime import Runtime
+from llmroute.state.breakers import FleetBreakers
 from llmroute.types import Backend
 
 Progress = Callable[[float, str], None]
@@ -67,7 +68,7 @@ def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSe
          fleet: EngineFleet | None = None) -> Runtime:
     """Assemble a Runtime over ``backends`` (no network I/O; reads the strategy files); its
     requests go through ``session``. Raises ConfigError for a bad strategy file."""
-    breaker = CircuitBreaker(config.breaker)
+    breaker = CircuitBreaker(config.breaker, fleet_probes=config.state.kind == "redis")
     shared = anchor_shared(config)
     profile = build_profile(config.anchor, register_builtins(), shared)
     store = SignalStore(config.anchor.stale_after_s)
@@ -127,6 +128,7 @@ async def open_runtime(config: Config, progress: Progress | None = None
         rt.metrics.registry.register(rt.gate.health)
         stack.push_async_callback(rt.gate.close)
         await _start_collector(stack, rt)
+        await _share_breakers(stack, rt)
         await stack.enter_async_context(watch_strategies(config, rt.strategy))
         yield rt
 
@@ -138,6 +140,21 @@ async def _start_collector(stack: contextlib.AsyncExitStack, rt: Runtime) -> Non
                                rt.clock)
     collector.start()
     stack.push_async_callback(collector.stop)
+
+
+async def _share_breakers(stack: contextlib.AsyncExitStack, rt: Runtime) -> None:
+    """With ``state: {kind: redis}``: share the breakers with the other replicas until the
+    stack closes (``state/breakers.py``); probe leases in the policies' store, or a store of
+    their own with auth off."""
+    state = rt.config.state
+    if state.kind != "redis" or state.url is None:
+        return
+    store = rt.policy.store if rt.policy is not None else None
+    if store is None:
+        store = build_store(rt.config, rt.clock)
+        stack.push_async_callback(store.close)
+    fleet = FleetBreakers(rt.breaker, state.url, store, rt.clock, prefix=state.prefix)
+    await stack.enter_async_context(fleet.run())
 
 
 async def _start_fleet(stack: contextlib.AsyncExitStack, specs: list[EngineSpec],
