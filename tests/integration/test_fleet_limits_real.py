@@ -96,3 +96,35 @@ async def test_rpm_60_is_exact_across_three_replicas_and_survives_a_redis_outage
     _assert_exact(codes, elapsed)
     assert "llmroute_state_outages_total 1.0" in metrics
     assert "llmroute_state_up 1.0" in metrics
+
+
+async def _open_at(client: httpx.AsyncClient, replica, deadline: float) -> float:
+    """The monotonic time at which ``replica``'s /metrics first shows backend a open."""
+    while time.monotonic() < deadline:
+        text = (await client.get(replica.url + "/metrics", headers={
+            "authorization": f"Bearer {ADMIN_KEY}"})).text
+        if 'llmroute_breaker_state{backend="a"} 2.0' in text:
+            return time.monotonic()
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"the breaker never opened on {replica.url}")
+
+
+async def test_a_failing_engine_opens_its_breaker_on_every_replica_within_a_second(
+        tmp_path, redis_server):
+    async with serve_upstream(["ok"]) as up:
+        config = fleet_config(tmp_path, redis_server.url, [{"id": "a", "base_url": up.base_url}],
+                              breaker={"min_requests": 4, "failure_rate": 0.5,
+                                       "cooldown_s": 30})
+        key = create_key(config)
+        async with fleet(config) as replicas, httpx.AsyncClient(timeout=30) as client:
+            for r in replicas:
+                assert (await client.post(r.url + "/v1/chat/completions", json=CHAT, headers={
+                    "authorization": f"Bearer {key}"})).status_code == 200
+            up.script[:] = [("status", 502, None)]  # the engine starts failing
+            deadline = time.monotonic() + 20
+            watching = [asyncio.create_task(_open_at(client, r, deadline)) for r in replicas]
+            for _ in range(8):  # only replica 0 sees the failures
+                await client.post(replicas[0].url + "/v1/chat/completions", json=CHAT,
+                                  headers={"authorization": f"Bearer {key}"})
+            opened = await asyncio.gather(*watching)
+    assert max(opened) - opened[0] < 1.0, opened
