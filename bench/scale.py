@@ -16,6 +16,10 @@ persistence) serves every store. Measured in one run:
   round is not counted; the 200 clients share this process's one core, so it includes
   their own queueing). ``fleet_rpm_overshoot_max`` is the worst over every N and round
   (target ≤ 1).
+* ``breaker_propagation_ms_p95``: three replicas (each a circuit breaker and its
+  ``state/breakers.py`` sharing, own Redis connections) in this process; one opens a
+  backend's breaker, and the time until the other two read it open from their local copy
+  is taken, many times over fresh backends (target ≤ 1000 ms; one PUBLISH on loopback).
 
 ``python bench/scale.py [--quick]``; the last line is ``RESULT {json}``.
 """
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import statistics
 import sys
@@ -38,9 +43,13 @@ sys.path.insert(0, str(ROOT / "tests"))
 import redis.asyncio as aioredis  # noqa: E402
 from fakes.redis import MISSING, RedisServer, find_redis_server  # noqa: E402
 
+from llmroute.config import BreakerConfig  # noqa: E402
+from llmroute.fuse.breaker import CircuitBreaker  # noqa: E402
+from llmroute.state.breakers import FleetBreakers  # noqa: E402
 from llmroute.state.memory import MemoryStore  # noqa: E402
 from llmroute.state.protocol import Bucket, Charge, StateStore  # noqa: E402
 from llmroute.state.redis import RedisStore  # noqa: E402
+from llmroute.types import BreakerState, Outcome  # noqa: E402
 
 RPM = 60
 CLIENTS = 200
@@ -106,6 +115,32 @@ async def fleet(url: str, n: int, rounds: int) -> dict[str, float]:
             "check_p99_ms": round(statistics.quantiles(latencies, n=100)[98], 3)}
 
 
+async def breaker_propagation_ms(url: str, opens: int) -> list[float]:
+    """Milliseconds from one replica's local open until both others read it open, for
+    ``opens`` fresh backends (module docstring)."""
+    config = BreakerConfig(min_requests=1, failure_rate=1.0, cooldown_s=600)
+    prefix = f"bench-breakers-{uuid.uuid4().hex}:"
+    breakers = [CircuitBreaker(config, fleet_probes=True) for _ in range(3)]
+    stores = [RedisStore(url, 2.0, prefix=prefix) for _ in breakers]
+    sharing = [FleetBreakers(b, url, s, time.monotonic, prefix=prefix)
+               for b, s in zip(breakers, stores)]
+    out: list[float] = []
+    async with contextlib.AsyncExitStack() as stack:
+        for share in sharing:
+            await stack.enter_async_context(share.run())
+        await asyncio.sleep(0.3)  # subscribed
+        for i in range(opens):
+            started = time.monotonic()
+            breakers[0].record(f"b{i}", Outcome.FAILURE, started)
+            while not all(b.state(f"b{i}", time.monotonic()) is BreakerState.OPEN
+                          for b in breakers[1:]):
+                await asyncio.sleep(0.0005)
+            out.append((time.monotonic() - started) * 1000)
+    for store in stores:
+        await store.close()
+    return out
+
+
 async def run(url: str, quick: bool) -> dict[str, object]:
     """Every measurement; prints the tables; returns the RESULT."""
     n = 500 if quick else 5000
@@ -120,7 +155,12 @@ async def run(url: str, quick: bool) -> dict[str, object]:
         per_n[replicas] = row = await fleet(url, replicas, 3 if quick else 10)
         print(f"{replicas:>8} {row['overshoot_max']:>9} {row['redis_ops_per_request']:>11} "
               f"{row['check_p99_ms']:>8}")
+    spread = await breaker_propagation_ms(url, 50 if quick else 300)
+    p95 = statistics.quantiles(spread, n=20)[18]
+    print(f"breaker propagation to 2 other replicas: p50 {statistics.median(spread):.2f} ms, "
+          f"p95 {p95:.2f} ms")
     return {"redis_added_p50_ms": round(through_redis - memory, 4),
+            "breaker_propagation_ms_p95": round(p95, 3),
             "check_p50_ms_memory": round(memory, 4), "check_p50_ms_redis": round(through_redis, 4),
             "fleet_rpm_overshoot_max": max(r["overshoot_max"] for r in per_n.values()),
             "fleet": {str(k): v for k, v in per_n.items()}}

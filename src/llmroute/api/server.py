@@ -78,8 +78,10 @@ class _Server(uvicorn.Server):
         return await super().on_tick(counter)
 
 
-def bind_socket(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to ``host:port`` (``SO_REUSEADDR``, as uvicorn binds), not yet
+def bind_socket(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (``SO_REUSEADDR``, as uvicorn binds; with
+    ``reuse_port`` also ``SO_REUSEPORT``, so several processes listen on one port and the
+    kernel spreads connections over them: ``llmroute serve --workers``), not yet
     listening, so a client that connects before the server starts is refused rather than
     left waiting. Binding fails when a server already listens there or a socket holds the
     port without ``SO_REUSEADDR``; another ``SO_REUSEADDR`` socket may still bind it until
@@ -93,6 +95,8 @@ def bind_socket(host: str, port: int) -> socket.socket:
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(addr)
     except OSError as err:
         sock.close()

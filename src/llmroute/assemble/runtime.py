@@ -24,7 +24,7 @@ from llmroute.anchor.store import SignalStore
 from llmroute.assemble.anchor import anchor_shared, build_profile, make_collector, score_gauges
 from llmroute.assemble.gate import make_gate
 from llmroute.assemble.filter import build_filter, watch_filter
-from llmroute.assemble.policy import build_policy
+from llmroute.assemble.policy import build_policy, build_store
 from llmroute.assemble.strategies import handoff_store, make_book, watch_strategies
 from llmroute.backends.client import BackendClient
 from llmroute.config import BackendConfig, Config
@@ -36,6 +36,7 @@ from llmroute.observe.metrics import Metrics
 from llmroute.observe.observer import make_observer
 from llmroute.observe.signals import SignalCollector
 from llmroute.runtime import Runtime
+from llmroute.state.breakers import FleetBreakers
 from llmroute.types import Backend
 
 Progress = Callable[[float, str], None]
@@ -69,7 +70,7 @@ def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSe
          fleet: EngineFleet | None = None) -> Runtime:
     """Assemble a Runtime over ``backends`` (no network I/O; reads the strategy files); its
     requests go through ``session``. Raises ConfigError for a bad strategy file."""
-    breaker = CircuitBreaker(config.breaker)
+    breaker = CircuitBreaker(config.breaker, fleet_probes=config.state.kind == "redis")
     shared = anchor_shared(config)
     profile = build_profile(config.anchor, register_builtins(), shared)
     store = SignalStore(config.anchor.stale_after_s)
@@ -135,6 +136,7 @@ async def open_runtime(config: Config, progress: Progress | None = None
         rt.metrics.registry.register(rt.gate.health)
         stack.push_async_callback(rt.gate.close)
         await _start_collector(stack, rt)
+        await _share_breakers(stack, rt)
         await stack.enter_async_context(watch_strategies(config, rt.strategy))
         await stack.enter_async_context(watch_filter(config, rt.content_filter))
         yield rt
@@ -147,6 +149,21 @@ async def _start_collector(stack: contextlib.AsyncExitStack, rt: Runtime) -> Non
                                rt.clock)
     collector.start()
     stack.push_async_callback(collector.stop)
+
+
+async def _share_breakers(stack: contextlib.AsyncExitStack, rt: Runtime) -> None:
+    """With ``state: {kind: redis}``: share the breakers with the other replicas until the
+    stack closes (``state/breakers.py``); probe leases in the policies' store, or a store of
+    their own with auth off."""
+    state = rt.config.state
+    if state.kind != "redis" or state.url is None:
+        return
+    store = rt.policy.store if rt.policy is not None else None
+    if store is None:
+        store = build_store(rt.config, rt.clock)
+        stack.push_async_callback(store.close)
+    fleet = FleetBreakers(rt.breaker, state.url, store, rt.clock, prefix=state.prefix)
+    await stack.enter_async_context(fleet.run())
 
 
 async def _start_fleet(stack: contextlib.AsyncExitStack, specs: list[EngineSpec],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import socket
 from collections.abc import Iterator
 
 from starlette.applications import Starlette
@@ -12,6 +13,7 @@ from llmroute.api.app import create_app
 from llmroute.api.server import bind_socket, serve_app
 from llmroute.assemble.runtime import Progress, open_runtime
 from llmroute.config import Config
+from llmroute.runtime import Runtime
 
 GC_YOUNG_THRESHOLD = 10_000
 """Net allocations of GC-tracked objects between two collections of the youngest
@@ -30,19 +32,32 @@ def build_app(config: Config, progress: Progress | None = None) -> Starlette:
 
 
 async def serve_forever(config: Config, host: str, port: int, progress: Progress | None,
-                        log_level: str = "info") -> None:
+                        log_level: str = "info", *, reuse_port: bool = False) -> None:
     """Claim ``host:port``, start engines and the gate, then serve until SIGINT/SIGTERM
     (SIGTERM drains first: ``api/drain.py``); engines stop after the server. Raises
     ConfigError at once when the port cannot be
     bound (before any engine starts), EngineError when a local engine cannot be built or
-    started."""
+    started. With ``reuse_port`` (a worker of ``llmroute serve --workers``,
+    ``assemble/workers.py``) the port is shared with ``SO_REUSEPORT`` and bound only once
+    the Runtime is open: a bound socket that does not listen yet would be handed (and
+    leave hanging) its share of the connections the other workers already take."""
+    if reuse_port:
+        async with open_runtime(config, progress) as rt:
+            with bind_socket(host, port, reuse_port=True) as sock:
+                await _serve_runtime(config, rt, host, port, log_level, sock)
+        return
     with bind_socket(host, port) as sock:
         async with open_runtime(config, progress) as rt:
-            app = create_app(config, runtime=rt)
-            with serving_gc():
-                await serve_app(app, host, port, log_level, sock,
-                                drain_delay_s=config.server.drain_delay_s,
-                                drain_timeout_s=config.server.drain_timeout_s)
+            await _serve_runtime(config, rt, host, port, log_level, sock)
+
+
+async def _serve_runtime(config: Config, rt: Runtime, host: str, port: int, log_level: str,
+                         sock: socket.socket) -> None:
+    app = create_app(config, runtime=rt)
+    with serving_gc():
+        await serve_app(app, host, port, log_level, sock,
+                        drain_delay_s=config.server.drain_delay_s,
+                        drain_timeout_s=config.server.drain_timeout_s)
 
 
 @contextlib.contextmanager

@@ -24,6 +24,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="bind address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default 8000)")
     serve.add_argument("--log-level", default="info", help=f"one of {', '.join(LOG_LEVELS)}")
+    serve.add_argument("--workers", type=int, default=1, help="router processes sharing the "
+                       "port (SO_REUSEPORT); more than 1 needs state: {kind: redis} and no "
+                       "launch backends (docs/deploy.md)")
+    serve.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)
     demo = sub.add_parser("demo", help="start engines + router and route real prompts")
     demo.add_argument("--config", type=Path)
     demo.add_argument("--prompts", type=Path, help="JSONL: request bodies, {prompt} or {turns}")
@@ -127,14 +131,25 @@ def _serve(config: Config, args: argparse.Namespace) -> int:
     log = structlog.get_logger("llmroute")
     host = args.host or config.server.host
     port = args.port if args.port is not None else config.server.port
+    if args.workers != 1:
+        return _serve_workers(config, args, host, port)
 
     def progress(fraction: float, message: str) -> None:
         log.info("startup", progress=f"{fraction:.0%}", step=message)
 
     import uvloop  # libuv event loop: cheaper per request than asyncio's default loop
 
-    uvloop.run(serve_forever(config, host, port, progress, args.log_level))
+    uvloop.run(serve_forever(config, host, port, progress, args.log_level,
+                             reuse_port=args.reuse_port))
     return 0
+
+
+def _serve_workers(config: Config, args: argparse.Namespace, host: str, port: int) -> int:
+    from llmroute.assemble.workers import check_workers, claim_port, supervise, worker_argv
+
+    check_workers(config, args.workers)
+    argv = worker_argv(args.config, host, claim_port(host, port), args.log_level)
+    return asyncio.run(supervise(argv, args.workers))
 
 
 def _demo(config: Config, args: argparse.Namespace) -> int:

@@ -15,12 +15,17 @@ metrics gauge) read ``views()``: an immutable ``{backend_id: BreakerView}`` the 
 replaces whenever a backend opens, is held, takes or frees a half-open probe slot, or
 closes, so a snapshot takes a reference, not a loop. A backend absent from it is closed;
 the views say when a cool-down or hold ends, so readers compare with their own ``now``.
+
+A fleet (several replicas, ``state/breakers.py``) shares the transitions: ``on_transition``
+(set by the composition root) hears each local open and close, ``adopt`` applies another
+replica's, and with ``fleet_probes`` a half-open backend sends no probe until
+``grant_probes`` says this replica holds the fleet's probe lease for it.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -40,15 +45,35 @@ class _Entry:
     probes: int = 0
     probe_successes: int = 0
     held_until: float = float("-inf")
+    probe_cap: int | None = None  # half-open probes granted here (None: the configured number)
 
 
 class CircuitBreaker:
-    """Breakers for a set of backends (keyed by backend id)."""
+    """Breakers for a set of backends (keyed by backend id). ``fleet_probes``: after an
+    open, no half-open probe until ``grant_probes``; ``on_transition(backend_id, opened)``
+    is called on every local open (True) and close (False), never for adopted ones."""
 
-    def __init__(self, config: BreakerConfig):
-        self._config = config
+    def __init__(self, config: BreakerConfig, *, fleet_probes: bool = False):
+        self._config, self._fleet_probes = config, fleet_probes
         self._entries: dict[str, _Entry] = {}
         self._views: Mapping[str, BreakerView] = MappingProxyType({})
+        self.on_transition: Callable[[str, bool], None] | None = None
+
+    def adopt(self, backend_id: str, opened: bool, now: float) -> None:
+        """Apply another replica's transition: open ``backend_id`` for a full cool-down from
+        ``now``, or close it (a hold stays)."""
+        if opened:
+            self._open(backend_id, self._entry(backend_id), now, local=False)
+        elif backend_id in self._entries:
+            self._close(backend_id, self._entries[backend_id], now, local=False)
+
+    def grant_probes(self, backend_id: str, granted: bool) -> None:
+        """With ``fleet_probes``: this replica may (``granted``) or may not send the
+        configured half-open probes to ``backend_id`` until it next opens or closes."""
+        entry = self._entries.get(backend_id)
+        if entry is not None and entry.opened_at is not None:
+            entry.probe_cap = self._config.half_open_probes if granted else 0
+            self._publish(backend_id)
 
     def views(self) -> Mapping[str, BreakerView]:
         """``{backend_id: BreakerView}`` of every backend that has opened or been held since
@@ -135,18 +160,27 @@ class CircuitBreaker:
             return
         entry.probe_successes += 1
         if entry.probe_successes >= self._config.half_open_probes:
-            self._entries[backend_id] = _Entry(held_until=entry.held_until)
-            self._publish(backend_id, keep=entry.held_until > now)
-            log.info("breaker_closed", backend=backend_id)
+            self._close(backend_id, entry, now)
             return
         self._publish(backend_id)
 
-    def _open(self, backend_id: str, entry: _Entry, now: float) -> None:
+    def _close(self, backend_id: str, entry: _Entry, now: float, local: bool = True) -> None:
+        self._entries[backend_id] = _Entry(held_until=entry.held_until)
+        self._publish(backend_id, keep=entry.held_until > now)
+        log.info("breaker_closed", backend=backend_id, local=local)
+        if local and self.on_transition is not None:
+            self.on_transition(backend_id, False)
+
+    def _open(self, backend_id: str, entry: _Entry, now: float, local: bool = True) -> None:
         entry.opened_at, entry.probes, entry.probe_successes = now, 0, 0
+        entry.probe_cap = 0 if self._fleet_probes else None
         entry.window.clear()
         entry.failures = 0
         self._publish(backend_id)
-        log.warning("breaker_opened", backend=backend_id, cooldown_s=self._config.cooldown_s)
+        log.warning("breaker_opened", backend=backend_id, cooldown_s=self._config.cooldown_s,
+                    local=local)
+        if local and self.on_transition is not None:
+            self.on_transition(backend_id, True)
 
     def _publish(self, backend_id: str, *, keep: bool = True) -> None:
         """Replace ``views`` with ``backend_id``'s current view (``keep`` False: closed and
@@ -154,9 +188,9 @@ class CircuitBreaker:
         views = dict(self._views)
         if keep:
             entry = self._entries[backend_id]
+            cap = self._config.half_open_probes if entry.probe_cap is None else entry.probe_cap
             views[backend_id] = BreakerView(
-                entry.opened_at, self._config.cooldown_s, entry.held_until,
-                entry.probes < self._config.half_open_probes)
+                entry.opened_at, self._config.cooldown_s, entry.held_until, entry.probes < cap)
         else:
             views.pop(backend_id, None)
         self._views = MappingProxyType(views)

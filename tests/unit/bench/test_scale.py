@@ -26,5 +26,6 @@ def test_scale_quick_reports_the_redis_cost_and_an_exact_fleet_limit():
     assert last.startswith("RESULT ")
     result = json.loads(last[len("RESULT "):])
     assert result["fleet_rpm_overshoot_max"] <= 1
+    assert 0 < result["breaker_propagation_ms_p95"] <= 1000
     assert result["redis_added_p50_ms"] > 0 and set(result["fleet"]) == {"8", "32", "128"}
     assert all(row["redis_ops_per_request"] > 1 for row in result["fleet"].values())
