@@ -29,7 +29,7 @@ from llmroute.backends.engines import ENGINES, Capability, engine_kind
 from llmroute.config_anchor import AnchorConfig
 from llmroute.config_filter import ContentFilterConfig
 from llmroute.config_observe import ObserveConfig
-from llmroute.config_policy import AuthConfig, LimitsConfig, StateConfig
+from llmroute.config_policy import AuthConfig, LimitsConfig, PriorityConfig, StateConfig
 from llmroute.config_server import ServerConfig
 from llmroute.errors import ConfigError
 
@@ -273,6 +273,7 @@ class Config(_Strict):
     auth: AuthConfig = AuthConfig()
     limits: LimitsConfig = LimitsConfig()
     state: StateConfig = StateConfig()
+    priority: PriorityConfig = PriorityConfig()
     content_filter: ContentFilterConfig = ContentFilterConfig()
     strategies: StrategiesConfig | None = None
     observe: ObserveConfig = ObserveConfig()

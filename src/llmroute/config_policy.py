@@ -101,3 +101,49 @@ def redis_url_problem(url: str) -> str | None:
     if db and not db.isdigit():
         return f"the Redis database must be a number, not {db!r}"
     return None
+
+
+class PriorityClassConfig(_Strict):
+    """One SLO priority class: its ``name`` and its time-to-first-token target in seconds
+    (``ttft_target_s``: a request's deadline is its arrival plus this)."""
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    ttft_target_s: float = Field(gt=0)
+
+
+class WatermarksConfig(_Strict):
+    """When a backend counts as saturated: ``in_flight`` requests the router has sent it
+    (router stats), or, from its polled signals when it has them, ``queue`` requests
+    waiting in the engine or ``kv`` (0–1) of its KV cache in use."""
+
+    in_flight: int = Field(8, ge=1)
+    queue: int | None = Field(None, ge=0)
+    kv: float | None = Field(None, gt=0, le=1)
+
+
+class PriorityConfig(_Strict):
+    """SLO priority classes and the admission queue (docs/policies.md). ``classes`` in
+    order, highest first (empty: no priority step at all); a key's ``priority`` names its
+    class (``default_class`` when it names none configured, and with auth off); a request
+    may choose with the ``x-llmroute-priority`` header when its key's metadata has
+    ``priority_header: true`` (always with auth off when ``header_without_auth``). When
+    every backend is saturated (``watermarks``) requests wait, at most ``max_queue`` of
+    them, each at most ``max_wait_s``; the queue is re-checked every ``tick_s`` seconds."""
+
+    classes: list[PriorityClassConfig] = Field(default_factory=list)
+    default_class: str | None = None
+    header_without_auth: bool = True
+    watermarks: WatermarksConfig = WatermarksConfig()
+    max_queue: int = Field(256, ge=1)
+    max_wait_s: float = Field(30.0, gt=0)
+    tick_s: float = Field(0.05, gt=0)
+
+    @model_validator(mode="after")
+    def _known_default(self) -> PriorityConfig:
+        names = [c.name for c in self.classes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"priority.classes: duplicate class names in {names}")
+        if self.default_class is not None and self.default_class not in names:
+            raise ValueError(f"priority.default_class {self.default_class!r} is not one of "
+                             f"the classes {names}")
+        return self

@@ -22,6 +22,7 @@
     │   ├── PermissionDenied           403 the key may not use this model / pool / surface
     │   └── RateLimited                429 rate_limit_exceeded / insufficient_quota; .retry_after_s
     ├── NoBackendAvailable             503: every candidate failed or none is usable
+    │   └── Overloaded                 503 every engine saturated: shed by priority class
     ├── StateUnavailable               503: the state store did not answer in time
     ├── ShuttingDown                   503 server_shutting_down: draining after SIGTERM
     ├── ConfigError                    bad configuration; message names file:line:field
@@ -241,6 +242,15 @@ class NoBackendAvailable(LLMRouteError):
     def __init__(self, message: str, *, retry_after_s: float | None = None, **kw: Any):
         super().__init__(message, **kw)
         self.retry_after_s = retry_after_s
+
+
+class Overloaded(NoBackendAvailable):
+    """503: every candidate engine is saturated and the admission queue would not serve
+    the request in time (``code``: ``queue_full`` — shed for a higher class or the queue is
+    full; ``deadline_unmeetable`` — its class's TTFT target cannot be met; ``queue_timeout``
+    — it waited the longest allowed); ``retry_after_s`` suggests when to try again."""
+
+    code = "overloaded"
 
 
 class ShuttingDown(LLMRouteError):

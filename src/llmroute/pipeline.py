@@ -6,7 +6,7 @@ The layers never call each other; every step gets what it needs as arguments.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +16,7 @@ from llmroute.errors import ContextLengthExceeded
 from llmroute.legs import PoolLegs
 from llmroute.observe.trace import Recorder
 from llmroute.policy.auth import Caller
+from llmroute.policy.priority import PriorityClass, PriorityGate
 from llmroute.policy.usage import Metered, answer_tokens
 from llmroute.runtime import Runtime
 from llmroute.strategy.answers import replay
@@ -84,18 +85,26 @@ async def route(rt: Runtime, request: ChatRequest, caller: Caller | None = None,
                 headers: Mapping[str, str] = NO_HEADERS, trace: Recorder | None = None,
                 server: Server | None = None) -> Routed:
     """Serve ``request`` for ``caller`` (None: auth off; its HTTP ``headers`` feed the
-    strategy triggers): admit (403/429; a refusal costs nothing after it), ``serve`` (or
+    strategy triggers): its priority class (400/403 for a bad ``x-llmroute-priority``),
+    admit (403/429; a refusal costs nothing after it), wait for a place when the fleet is
+    saturated (``prioritised``: 503 when shed), ``serve`` (or
     ``server``: ``embeddings.serve_embeddings`` for ``/v1/embeddings``), then reconcile the
     reservation with the real usage — now for JSON, when the stream ends for SSE — and add
     the ``x-ratelimit-*`` headers. Each step is noted in ``trace``."""
     run = server or serve
+    gate = rt.priority
+    klass = None if gate is None else gate.classify(caller and caller.key, headers)  # 400
     if caller is None or rt.policy is None:
-        return await run(rt, request, None, headers, trace)
+        if gate is None or klass is None:
+            return await run(rt, request, None, headers, trace)
+        return await prioritised(gate, klass, run(rt, request, None, headers, trace))
     ticket = await rt.policy.admit(caller, request)
     if trace is not None:
         trace.caller(caller.key.id, caller.tenant.id)
     try:
-        routed = await run(rt, request, caller, headers, trace)
+        serving = run(rt, request, caller, headers, trace)
+        routed = await (serving if gate is None or klass is None
+                        else prioritised(gate, klass, serving))
     except BaseException:
         await ticket.settle(None)  # nothing served: every reserved token goes back
         raise
@@ -104,6 +113,29 @@ async def route(rt: Runtime, request: ChatRequest, caller: Caller | None = None,
         return Routed(out, stream=Metered(routed.stream, ticket, request.prompt_tokens))
     await ticket.settle(answer_tokens(request, routed.body))
     return Routed(out, body=routed.body)
+
+
+async def prioritised(gate: PriorityGate, klass: PriorityClass,
+                      serving: Coroutine[Any, Any, Routed]) -> Routed:
+    """Run ``serving`` once ``gate`` gives a ``klass`` request a place (closing it unrun
+    when refused: Overloaded, 503); the place is held until the answer ends (a stream's
+    last chunk) and the first token is measured against the class's TTFT target."""
+    try:
+        slot = await gate.enter(klass)
+    except BaseException:
+        serving.close()
+        raise
+    try:
+        routed = await serving
+    except BaseException:
+        slot.done()
+        raise
+    headers = routed.headers | {"x-llmroute-priority": klass.name}
+    if routed.stream is None:
+        slot.first_token()
+        slot.done()
+        return Routed(headers, body=routed.body)
+    return Routed(headers, stream=slot.watch(routed.stream))
 
 
 async def serve(rt: Runtime, request: ChatRequest, caller: Caller | None = None,

@@ -22,6 +22,7 @@ from llmroute.observe.metrics import Metrics
 from llmroute.observe.observer import Observer
 from llmroute.policy.filter import ContentFilter
 from llmroute.policy.gateway import Policy
+from llmroute.policy.priority import PriorityGate
 from llmroute.strategy.book import StrategyBook
 from llmroute.strategy.handoffs import HandoffStore
 from llmroute.types import Backend
@@ -46,7 +47,8 @@ class Runtime:
     local engines, when any were started; ``observer`` takes every request's trace (ring,
     metrics, log line, audit); ``policy`` the gateway policies (keys, limits),
     None with auth off; ``handoffs`` the ``human`` kind's ticket queue; ``content_filter``
-    the sensitive-word filter, None without word lists."""
+    the sensitive-word filter, None without word lists; ``priority`` the SLO priority
+    classes' admission gate, None without classes."""
 
     config: Config
     backends: dict[str, Backend]
@@ -66,3 +68,4 @@ class Runtime:
     policy: Policy | None = None
     handoffs: HandoffStore | None = None
     content_filter: ContentFilter | None = None
+    priority: PriorityGate | None = None

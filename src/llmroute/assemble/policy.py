@@ -8,6 +8,8 @@ import os
 import time
 from collections.abc import Callable, Mapping
 
+from llmroute.anchor.stats.router import RouterStats
+
 from prometheus_client import CollectorRegistry
 
 from llmroute.config import Config
@@ -16,6 +18,9 @@ from llmroute.policy.auth import Authenticator
 from llmroute.policy.gateway import Policy
 from llmroute.policy.keystore import KeyStore
 from llmroute.policy.limits import Limiter
+from llmroute.policy.load import fleet_headroom
+from llmroute.policy.priority import PriorityGate
+from llmroute.policy.priority_metrics import PriorityMetrics
 from llmroute.state.guard import Guarded
 from llmroute.state.memory import MemoryStore
 from llmroute.state.protocol import StateStore
@@ -58,3 +63,17 @@ def build_store(config: Config, clock: Callable[[], float] = time.monotonic) -> 
     redis = RedisStore(state.url, config.limits.state_timeout_s, prefix=state.prefix,
                        pool_size=state.pool_size)
     return Guarded(redis, fail_closed=state.fail_closed, retry_s=state.retry_s, clock=clock)
+
+
+def build_priority(config: Config, stats: RouterStats, clock: Callable[[], float],
+                   registry: CollectorRegistry) -> PriorityGate | None:
+    """The admission gate of ``priority.classes`` over every backend's load (``stats``
+    snapshots against ``priority.watermarks``), its metrics on ``registry``; None without
+    classes (the request path then has no priority step at all)."""
+    prio = config.priority
+    if not prio.classes:
+        return None
+    ids = [b.id for b in config.backends]
+    metrics = PriorityMetrics(registry, [c.name for c in prio.classes])
+    return PriorityGate(prio, fleet_headroom(stats.snapshot, clock, ids, prio.watermarks),
+                        prio.watermarks.in_flight * len(ids), metrics, clock)

@@ -24,7 +24,7 @@ from llmroute.anchor.store import SignalStore
 from llmroute.assemble.anchor import anchor_shared, build_profile, make_collector, score_gauges
 from llmroute.assemble.gate import make_gate
 from llmroute.assemble.filter import build_filter, watch_filter
-from llmroute.assemble.policy import build_policy, build_store
+from llmroute.assemble.policy import build_policy, build_priority, build_store
 from llmroute.assemble.strategies import handoff_store, make_book, watch_strategies
 from llmroute.backends.client import BackendClient
 from llmroute.config import BackendConfig, Config
@@ -87,7 +87,8 @@ def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSe
                    policy=build_policy(config, send.clock, send.wall_clock,
                                        registry=send.metrics.registry),
                    handoffs=handoffs,
-                   content_filter=build_filter(config, send.metrics, send.wall_clock))
+                   content_filter=build_filter(config, send.metrics, send.wall_clock),
+                   priority=build_priority(config, stats, send.clock, send.metrics.registry))
 
 
 def dispatch_deps(config: Config, backends: dict[str, Backend], client: BackendClient,

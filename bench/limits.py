@@ -1,0 +1,246 @@
+"""Are the gateway's limits exact under concurrency, and is overload shed by class?
+
+    python bench/limits.py [--quick]
+
+In-process: the app over ``httpx.ASGITransport``, a fast fixed-reply upstream
+(``bench/lib/upstream.py``) on loopback, auth on with an in-memory state store.
+
+1. ``rpm``: 200 concurrent clients on one key with an RPM limit, each retrying after the
+   ``Retry-After`` it is given. Every admission is timed where it happens (the limiter);
+   ``rpm_overshoot_max`` is the most requests admitted in any window beyond the token
+   bucket's envelope (capacity + rate × window length; target 0).
+2. ``tpm``: the same with a TPM limit; each request reserves prompt + ``max_tokens`` and
+   is reconciled to the upstream's usage (22 tokens). ``tpm_overshoot_tokens_max`` is the
+   most used tokens in any window beyond the envelope (target ≤ the largest reservation).
+3. ``retry_after_error_s``: on an exhausted key, a refused request's ``Retry-After`` against
+   when a retry is really admitted (found by polling every 20 ms; a refused poll takes
+   nothing from the bucket), p95 over RPM and TPM refusals (target ≤ 1 s: the hint is the
+   exact wait rounded up to whole seconds).
+4. ``filter_mb_per_s``: ``bench/filter.py``'s streamed-output measurement (10,000 words).
+5. ``shed_correct_fraction``: priority classes on one backend at its in-flight watermark,
+   streamed ``standard`` and ``batch`` requests offered at twice what it serves; the
+   fraction of the 503s that were ``batch`` (target 1.0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import importlib.util
+import json
+import math
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import httpx
+from aiohttp import web
+
+from llmroute.api.app import create_app
+from llmroute.assemble.policy import build_policy
+from llmroute.assemble.runtime import make_backends, wire
+from llmroute.config import Config
+from llmroute.policy.issue import issue_key
+from llmroute.policy.keys import Limits, Tenant
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "lib"))
+from upstream import make_app  # noqa: E402
+
+ADMIN = "bench-admin-key"
+CHAT = "/v1/chat/completions"
+USED = 22  # the upstream's usage.total_tokens per answer
+CLIENTS = 200
+
+
+def body(max_tokens: int = 40, stream: bool = False) -> dict[str, Any]:
+    return {"model": "auto", "messages": [{"role": "user", "content": "hello there"}],
+            "max_tokens": max_tokens, "stream": stream}
+
+
+@contextlib.asynccontextmanager
+async def upstream(chunks: int, delay_s: float) -> AsyncIterator[str]:
+    runner = web.AppRunner(make_app(chunks, delay_s))
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    finally:
+        await runner.cleanup()
+
+
+@contextlib.asynccontextmanager
+async def router(url: str, tmp: str, **extra: Any) -> AsyncIterator[tuple[Any, httpx.AsyncClient]]:
+    data = {"pools": {"general": {}}, "routing": {"default_pool": "general"},
+            "backends": [{"id": "a", "pool": "general", "engine": "vllm", "base_url": url}],
+            "gate": {"kind": "off"}, **extra}
+    cfg = Config.model_validate(data)
+    async with aiohttp.ClientSession() as session:
+        rt = wire(cfg, make_backends(cfg, {}), session)
+        authed = cfg.model_copy(update={"auth": cfg.auth.model_copy(update={
+            "enabled": True, "keys_path": f"{tmp}/keys.db", "admin_key_env": "BENCH_ADMIN"})})
+        policy = rt.policy = build_policy(authed, environ={"BENCH_ADMIN": ADMIN})
+        assert policy is not None
+        transport = httpx.ASGITransport(app=create_app(cfg, runtime=rt))
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+        async with httpx.AsyncClient(transport=transport, base_url="http://r", limits=limits,
+                                     timeout=60) as client:
+            yield rt, client
+        policy.keys.close()
+
+
+class Timed:
+    """The limiter, with the monotonic time of every admission and its reservation."""
+
+    def __init__(self, inner: Any):
+        self.inner, self.admitted = inner, []  # type: list[tuple[float, int]]
+
+    async def admit(self, caller: Any, request: Any) -> Any:
+        ticket = await self.inner.admit(caller, request)
+        self.admitted.append((time.monotonic(), ticket.reserved))
+        return ticket
+
+
+async def new_key(rt: Any, limits: Limits) -> str:
+    keys = rt.policy.keys
+    if await keys.tenant("bench") is None:
+        await keys.put_tenant(Tenant("bench"))
+    secret, _ = await issue_key(keys, "bench", time.time(), limits=limits)
+    return secret
+
+
+def overshoot(events: list[tuple[float, float]], capacity: float, per_s: float) -> float:
+    """Most admitted (summed weights) in any window [t_i, t_j] beyond capacity + rate·w."""
+    worst = 0.0
+    for i in range(len(events)):
+        total = 0.0
+        for j in range(i, len(events)):
+            total += events[j][1]
+            worst = max(worst, total - capacity - per_s * (events[j][0] - events[i][0]))
+    return worst
+
+
+async def hammer(client: httpx.AsyncClient, secret: str, seconds: float, max_tokens: int) -> int:
+    """CLIENTS clients sending for ``seconds``, each sleeping its Retry-After when refused."""
+    end, headers = time.monotonic() + seconds, {"authorization": f"Bearer {secret}"}
+
+    async def one() -> int:
+        sent = 0
+        while time.monotonic() < end:
+            r = await client.post(CHAT, json=body(max_tokens), headers=headers)
+            sent += 1
+            if r.status_code == 429:
+                await asyncio.sleep(float(r.headers.get("retry-after", 1)))
+        return sent
+
+    return sum(await asyncio.gather(*(one() for _ in range(CLIENTS))))
+
+
+async def exactness(url: str, tmp: str, seconds: float) -> dict[str, Any]:
+    async with router(url, tmp) as (rt, client):
+        timed = Timed(rt.policy.limiter)
+        rt.policy = dataclasses.replace(rt.policy, limiter=timed)
+        rpm = 120
+        sent = await hammer(client, await new_key(rt, Limits(rpm=rpm)), seconds, 40)
+        rpm_over = overshoot([(t, 1.0) for t, _ in timed.admitted], rpm, rpm / 60)
+        rpm_n, timed.admitted = len(timed.admitted), []
+        tpm, max_tokens = 6000, 100
+        sent_t = await hammer(client, await new_key(rt, Limits(tpm=tpm)), seconds, max_tokens)
+        tpm_over = overshoot([(t, float(USED)) for t, _ in timed.admitted], tpm, tpm / 60)
+        largest = max((r for _, r in timed.admitted), default=0)
+    return {"rpm_limit": rpm, "rpm_sent": sent, "rpm_admitted": rpm_n,
+            "rpm_overshoot_max": math.floor(rpm_over + 1e-9),
+            "tpm_limit": tpm, "tpm_sent": sent_t, "tpm_admitted": len(timed.admitted),
+            "tpm_overshoot_tokens_max": round(max(tpm_over, 0.0), 1),
+            "largest_reservation": largest}
+
+
+async def retry_errors(url: str, tmp: str, samples: int) -> list[float]:
+    errors: list[float] = []
+    async with router(url, tmp) as (rt, client):
+        for limits, tokens in ((Limits(rpm=240), 40), (Limits(tpm=1200), 100)):
+            headers = {"authorization": f"Bearer {await new_key(rt, limits)}"}
+            while (await client.post(CHAT, json=body(tokens), headers=headers)).status_code == 200:
+                pass
+            for _ in range(samples):
+                refused = await client.post(CHAT, json=body(tokens), headers=headers)
+                t0, hint = time.monotonic(), float(refused.headers["retry-after"])
+                while (await client.post(CHAT, json=body(tokens), headers=headers)).status_code != 200:
+                    await asyncio.sleep(0.02)
+                errors.append(abs(hint - (time.monotonic() - t0)))
+    return errors
+
+
+async def shedding(url: str, tmp: str, seconds: float) -> dict[str, Any]:
+    prio = {"classes": [{"name": "realtime", "ttft_target_s": 1},
+                        {"name": "standard", "ttft_target_s": 10},
+                        {"name": "batch", "ttft_target_s": 60}],
+            "watermarks": {"in_flight": 4}, "max_queue": 16, "tick_s": 0.02}
+    async with router(url, tmp, priority=prio) as (rt, client):
+        rt.policy = None  # auth off: the class comes from the header
+        outcomes: list[tuple[str, int]] = []
+
+        async def one(cls: str) -> None:
+            r = await client.post(CHAT, json=body(stream=True),
+                                  headers={"x-llmroute-priority": cls})
+            outcomes.append((cls, r.status_code))
+
+        tasks, end = [], time.monotonic() + seconds
+        while time.monotonic() < end:  # the backend serves ~20/s: offer 10 standard + 30 batch
+            tasks += [asyncio.ensure_future(one("standard"))]
+            tasks += [asyncio.ensure_future(one("batch")) for _ in range(3)]
+            await asyncio.sleep(0.1)
+        await asyncio.gather(*tasks)
+    shed = [c for c, s in outcomes if s == 503]
+    return {"offered": len(outcomes), "shed": len(shed),
+            "shed_standard": shed.count("standard"),
+            "served_standard": sum(1 for c, s in outcomes if c == "standard" and s == 200),
+            "shed_correct_fraction": round(shed.count("batch") / len(shed), 4) if shed else 1.0}
+
+
+def filter_speed(quick: bool) -> float:
+    spec = importlib.util.spec_from_file_location("bench_filter", HERE / "filter.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    res = asyncio.run(mod.run(quick))
+    return float(res["ascii"]["mb_per_s"])
+
+
+async def run(quick: bool) -> dict[str, Any]:
+    seconds = 8.0 if quick else 30.0
+    with tempfile.TemporaryDirectory() as tmp:
+        async with upstream(0, 0.0) as fast:
+            exact = await exactness(fast, tmp, seconds)
+            errors = await retry_errors(fast, tmp, 3 if quick else 10)
+        async with upstream(5, 0.04) as slow:
+            shed = await shedding(slow, tmp, 4.0 if quick else 15.0)
+    p95 = sorted(errors)[max(0, math.ceil(0.95 * len(errors)) - 1)]
+    return {**exact, "retry_after_error_s": round(p95, 3),
+            "retry_after_error_median_s": round(statistics.median(errors), 3), **shed}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--quick", action="store_true")
+    args = p.parse_args()
+    res = asyncio.run(run(args.quick))
+    res["filter_mb_per_s"] = filter_speed(args.quick)
+    for name, value in res.items():
+        print(f"{name:<28}{value}")
+    keys = ("rpm_overshoot_max", "tpm_overshoot_tokens_max", "largest_reservation",
+            "retry_after_error_s", "filter_mb_per_s", "shed_correct_fraction")
+    print("RESULT " + json.dumps({k: res[k] for k in keys}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
