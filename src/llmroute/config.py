@@ -29,7 +29,13 @@ from llmroute.backends.engines import ENGINES, Capability, engine_kind
 from llmroute.config_anchor import AnchorConfig
 from llmroute.config_filter import ContentFilterConfig
 from llmroute.config_observe import ObserveConfig
-from llmroute.config_policy import AuthConfig, LimitsConfig, StateConfig
+from llmroute.config_policy import (
+    AuthConfig,
+    LimitsConfig,
+    StateConfig,
+    TokenizerConfig,
+    TokensConfig,
+)
 from llmroute.config_server import ServerConfig
 from llmroute.errors import ConfigError
 
@@ -154,7 +160,8 @@ class BackendConfig(_Strict):
     a local llama.cpp engine) must be given. The bearer token is ``api_key``, or read from
     the environment variable named by ``api_key_env``. ``mode``: ``chat`` (chat and legacy
     completions) or ``embeddings`` (the backend serves ``POST /v1/embeddings`` only; every
-    backend of its pool must be one too)."""
+    backend of its pool must be one too). ``tokenizer``: a tokenizer file that counts its
+    prompts (else its engine kind's tokenize endpoint, if any)."""
 
     id: str = Field(pattern=_ID)
     pool: str
@@ -168,6 +175,7 @@ class BackendConfig(_Strict):
     gpu: GpuConfig | None = None
     capabilities: tuple[Capability, ...] | None = None
     mode: Literal["chat", "embeddings"] = "chat"
+    tokenizer: TokenizerConfig | None = None
 
     @field_validator("engine")
     @classmethod
@@ -269,6 +277,7 @@ class Config(_Strict):
     auth: AuthConfig = AuthConfig()
     limits: LimitsConfig = LimitsConfig()
     state: StateConfig = StateConfig()
+    tokens: TokensConfig = TokensConfig()
     content_filter: ContentFilterConfig = ContentFilterConfig()
     strategies: StrategiesConfig | None = None
     observe: ObserveConfig = ObserveConfig()

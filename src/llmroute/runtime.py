@@ -20,6 +20,7 @@ from llmroute.gate.protocol import Gate
 from llmroute.observe.fuse_events import FuseEventStore
 from llmroute.observe.metrics import Metrics
 from llmroute.observe.observer import Observer
+from llmroute.policy.counting import TokenCounter
 from llmroute.policy.filter import ContentFilter
 from llmroute.policy.gateway import Policy
 from llmroute.strategy.book import StrategyBook
@@ -46,7 +47,8 @@ class Runtime:
     local engines, when any were started; ``observer`` takes every request's trace (ring,
     metrics, log line, audit); ``policy`` the gateway policies (keys, limits),
     None with auth off; ``handoffs`` the ``human`` kind's ticket queue; ``content_filter``
-    the sensitive-word filter, None without word lists."""
+    the sensitive-word filter, None without word lists; ``tokens`` the count-tokens step
+    (context length), None: the estimate alone."""
 
     config: Config
     backends: dict[str, Backend]
@@ -66,3 +68,4 @@ class Runtime:
     policy: Policy | None = None
     handoffs: HandoffStore | None = None
     content_filter: ContentFilter | None = None
+    tokens: TokenCounter | None = None
