@@ -29,7 +29,14 @@ from llmroute.backends.engines import ENGINES, Capability, engine_kind
 from llmroute.config_anchor import AnchorConfig
 from llmroute.config_filter import ContentFilterConfig
 from llmroute.config_observe import ObserveConfig
-from llmroute.config_policy import AuthConfig, LimitsConfig, PriorityConfig, StateConfig
+from llmroute.config_policy import (
+    AuthConfig,
+    LimitsConfig,
+    PriorityConfig,
+    StateConfig,
+    TokenizerConfig,
+    TokensConfig,
+)
 from llmroute.config_server import ServerConfig
 from llmroute.errors import ConfigError
 
@@ -154,7 +161,8 @@ class BackendConfig(_Strict):
     a local llama.cpp engine) must be given. The bearer token is ``api_key``, or read from
     the environment variable named by ``api_key_env``. ``mode``: ``chat`` (chat and legacy
     completions) or ``embeddings`` (the backend serves ``POST /v1/embeddings`` only; every
-    backend of its pool must be one too)."""
+    backend of its pool must be one too). ``tokenizer``: a tokenizer file that counts its
+    prompts (else its engine kind's tokenize endpoint, if any)."""
 
     id: str = Field(pattern=_ID)
     pool: str
@@ -168,6 +176,7 @@ class BackendConfig(_Strict):
     gpu: GpuConfig | None = None
     capabilities: tuple[Capability, ...] | None = None
     mode: Literal["chat", "embeddings"] = "chat"
+    tokenizer: TokenizerConfig | None = None
 
     @field_validator("engine")
     @classmethod
@@ -274,6 +283,7 @@ class Config(_Strict):
     limits: LimitsConfig = LimitsConfig()
     state: StateConfig = StateConfig()
     priority: PriorityConfig = PriorityConfig()
+    tokens: TokensConfig = TokensConfig()
     content_filter: ContentFilterConfig = ContentFilterConfig()
     strategies: StrategiesConfig | None = None
     observe: ObserveConfig = ObserveConfig()

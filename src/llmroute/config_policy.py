@@ -147,3 +147,27 @@ class PriorityConfig(_Strict):
             raise ValueError(f"priority.default_class {self.default_class!r} is not one of "
                              f"the classes {names}")
         return self
+
+
+class TokenizerConfig(_Strict):
+    """A backend's own tokenizer file: ``hf_file`` is a Hugging Face ``tokenizer.json``
+    (read with the ``tokenizers`` package at start-up). Counts the messages' text plus the
+    estimate's per-message overhead (no chat template)."""
+
+    hf_file: str = Field(min_length=1)
+
+
+class TokensConfig(_Strict):
+    """Counting prompt tokens (docs/policies.md, "Context length"). The character estimate
+    (``policy/tokens.py``) decides unless the prompt, with its output budget, is within
+    ``margin`` (a fraction) of a context limit: then the engine's tokenizer counts it, within
+    ``timeout_ms`` (falling back to the estimate, noted in the trace), cached per (backend
+    model, prompt digest) for the last ``cache_size`` prompts. ``auto_clamp_max_tokens``:
+    a request whose ``max_tokens`` does not fit gets ``max_tokens`` lowered to what fits
+    instead of a 400 (when at least ``min_output_tokens`` still fit)."""
+
+    margin: float = Field(0.25, ge=0, le=10)
+    timeout_ms: float = Field(50.0, gt=0, le=60_000)
+    cache_size: int = Field(1024, ge=0, le=1_000_000)
+    auto_clamp_max_tokens: bool = False
+    min_output_tokens: int = Field(16, ge=1)

@@ -1,5 +1,5 @@
 """The request flow, one step per line (DESIGN.md §2): authenticate → admit → filter input
-→ gate → strategy → anchor → dispatch → filter output → reconcile usage.
+→ count tokens → gate → strategy → anchor → dispatch → filter output → reconcile usage.
 
 The layers never call each other; every step gets what it needs as arguments.
 """
@@ -12,11 +12,11 @@ from typing import Any
 
 from llmroute import dispatch
 from llmroute.anchor.protocol import AnchorContext
-from llmroute.errors import ContextLengthExceeded
 from llmroute.legs import PoolLegs
 from llmroute.observe.trace import Recorder
 from llmroute.policy.auth import Caller
 from llmroute.policy.priority import PriorityClass, PriorityGate
+from llmroute.policy.counting import context_limit, too_long
 from llmroute.policy.usage import Metered, answer_tokens
 from llmroute.runtime import Runtime
 from llmroute.strategy.answers import replay
@@ -142,7 +142,9 @@ async def serve(rt: Runtime, request: ChatRequest, caller: Caller | None = None,
                 headers: Mapping[str, str] = NO_HEADERS, trace: Recorder | None = None
                 ) -> Routed:
     """Filter the input (``rt.content_filter``: a block match raises ContentFiltered, 400,
-    before the gate), decide (the strategy matched on ``headers`` too), dispatch with
+    before the gate), count tokens (``rt.tokens``: the real count near a context limit; may
+    clamp ``max_tokens``; raises ContextLengthExceeded, 400, before the gate), decide
+    (the strategy matched on ``headers`` too), dispatch with
     failover, filter the output (JSON or SSE), and describe the route in headers
     (``route_headers``, plus ``server-timing`` with the gate's time); every step is noted
     in ``trace`` (a throwaway one when None). Raises PermissionDenied
@@ -151,6 +153,8 @@ async def serve(rt: Runtime, request: ChatRequest, caller: Caller | None = None,
     screen = rt.content_filter
     if screen is not None:  # 400 content_filter before the gate; masks the prompt
         request = screen.check(request, trace)
+    if rt.tokens is not None:  # 400 context_length_exceeded before the gate
+        request = await rt.tokens.measure(request, context_limit(caller), trace)
     intent = await rt.gate.classify(request)
     timing = server_timing(trace.gate(intent))
     d = settle(rt, request, intent, explain=False, headers=headers, trace=trace)
@@ -226,10 +230,7 @@ def rank(rt: Runtime, request: ChatRequest, intent: Intent, plan: RoutePlan, *,
     if primary or fallback:
         return primary + fallback
     longest = max(rt.backends[b].context_length for b in plan.backend_ids + plan.fallback_ids)
-    raise ContextLengthExceeded(
-        f"This request needs about {request.prompt_tokens} prompt tokens plus "
-        f"{request.max_tokens or 0} output tokens; the largest context is {longest} tokens",
-        param="messages" if request.endpoint == "chat" else "prompt")
+    raise too_long(request, longest)
 
 
 def _fallback(rt: Runtime, ctx: AnchorContext, backends: list[Backend], attempts_left: int,

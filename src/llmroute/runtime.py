@@ -20,6 +20,7 @@ from llmroute.gate.protocol import Gate
 from llmroute.observe.fuse_events import FuseEventStore
 from llmroute.observe.metrics import Metrics
 from llmroute.observe.observer import Observer
+from llmroute.policy.counting import TokenCounter
 from llmroute.policy.filter import ContentFilter
 from llmroute.policy.gateway import Policy
 from llmroute.policy.priority import PriorityGate
@@ -48,7 +49,8 @@ class Runtime:
     metrics, log line, audit); ``policy`` the gateway policies (keys, limits),
     None with auth off; ``handoffs`` the ``human`` kind's ticket queue; ``content_filter``
     the sensitive-word filter, None without word lists; ``priority`` the SLO priority
-    classes' admission gate, None without classes."""
+    classes' admission gate, None without classes; ``tokens`` the count-tokens step
+    (context length), None: the estimate alone."""
 
     config: Config
     backends: dict[str, Backend]
@@ -69,3 +71,4 @@ class Runtime:
     handoffs: HandoffStore | None = None
     content_filter: ContentFilter | None = None
     priority: PriorityGate | None = None
+    tokens: TokenCounter | None = None

@@ -50,7 +50,8 @@ class ChatRequest:
     """A validated client request.
 
     ``body`` is the client's JSON object as received (unknown fields kept, passed through);
-    ``text`` is the concatenated prompt text the gate reads; ``prompt_tokens`` an estimate;
+    ``text`` is the concatenated prompt text the gate reads; ``prompt_tokens`` an estimate,
+    or a backend tokenizer's count when ``prompt_counted`` (``policy/counting.py``);
     ``max_tokens`` the requested output budget (None: engine default).
     """
 
@@ -64,6 +65,7 @@ class ChatRequest:
     request_id: str
     has_tools: bool = False
     turns: int = 1
+    prompt_counted: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,10 @@ non-streamed answer then carries each word's logprob (ln 0.99 peaked, ln 0.02 fl
 ``("entropic", n)`` the words after the first n are flat). With
 ``echo=True`` the upstream behaves like llama.cpp at a trailing assistant message: its first
 content delta repeats that message's text before the first new word.
+
+``tokenize`` scripts the engine's ``POST /tokenize`` (vLLM's shape, ``{"count"}``; also
+llama-server's ``/apply-template``): an int answers that count, ``("hang", s)`` waits s
+seconds first; the bodies it received are in ``tokenized``.
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ class Upstream:
     requests: list[dict[str, Any]] = field(default_factory=list)
     cancelled: int = 0
     base_url: str = ""
+    tokenize: Any = 0
+    tokenized: list[dict[str, Any]] = field(default_factory=list)
 
     def next_step(self) -> Any:
         i = min(len(self.requests) - 1, len(self.script) - 1)
@@ -120,6 +126,19 @@ async def _handle(request: web.Request) -> web.StreamResponse:
     if not body.get("stream"):
         return web.json_response(_completion(up, body, step))
     return await _stream(request, up, step, body)
+
+
+async def _tokenize(request: web.Request) -> web.StreamResponse:
+    up: Upstream = request.app[UPSTREAM]
+    up.tokenized.append(await request.json())
+    if isinstance(up.tokenize, tuple):
+        await asyncio.sleep(up.tokenize[1])
+    if request.path == "/apply-template":
+        return web.json_response({"prompt": "<rendered>"})
+    body = up.tokenized[-1]
+    if "content" in body:  # llama-server's shape: the tokens only
+        return web.json_response({"tokens": [1] * up.tokenize})
+    return web.json_response({"count": up.tokenize, "max_model_len": 4096})
 
 
 async def _stream(request: web.Request, up: Upstream, step: Any,
@@ -201,6 +220,8 @@ async def serve_upstream(script: list[Any], reply: str = "Hello from the fake en
     app[UPSTREAM] = up
     app.router.add_post("/v1/chat/completions", _handle)
     app.router.add_post("/v1/completions", _handle)
+    app.router.add_post("/tokenize", _tokenize)
+    app.router.add_post("/apply-template", _tokenize)
     runner = web.AppRunner(app, shutdown_timeout=0.1, handler_cancellation=True)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

@@ -7,7 +7,7 @@ answers 404 (there is no key store).
 
 * ``GET /admin/keys[?tenant=…]`` — the key records (never a secret);
 * ``POST /admin/keys`` — ``{"tenant", "name"?, "limits"?: {rpm, tpm, daily_tokens,
-  monthly_tokens, max_concurrency}, "models"?, "pools"?, "strategies"?, "priority"?,
+  monthly_tokens, max_concurrency, max_context_tokens}, "models"?, "pools"?, "strategies"?, "priority"?,
   "expires_at"? (epoch s), "metadata"?}`` → 201 ``{"key": <secret, shown once>, "record"}``;
 * ``DELETE /admin/keys/{key_id}`` — revoke (effective at once on this replica).
 """
@@ -53,6 +53,7 @@ class _LimitsIn(BaseModel):
     daily_tokens: int | None = Field(None, ge=1)
     monthly_tokens: int | None = Field(None, ge=1)
     max_concurrency: int | None = Field(None, ge=1)
+    max_context_tokens: int | None = Field(None, ge=1)
 
 
 class KeyIn(BaseModel):

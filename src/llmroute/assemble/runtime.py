@@ -25,6 +25,7 @@ from llmroute.assemble.anchor import anchor_shared, build_profile, make_collecto
 from llmroute.assemble.gate import make_gate
 from llmroute.assemble.filter import build_filter, watch_filter
 from llmroute.assemble.policy import build_policy, build_priority, build_store
+from llmroute.assemble.tokens import build_counter
 from llmroute.assemble.strategies import handoff_store, make_book, watch_strategies
 from llmroute.backends.client import BackendClient
 from llmroute.config import BackendConfig, Config
@@ -75,8 +76,8 @@ def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSe
     profile = build_profile(config.anchor, register_builtins(), shared)
     store = SignalStore(config.anchor.stale_after_s)
     stats = RouterStats.for_backends(list(backends), store.fresh, breaker.views, store.dark)
-    send = dispatch_deps(config, backends, BackendClient(session, config.timeouts), breaker,
-                         stats, shared.affinity)
+    client = BackendClient(session, config.timeouts)
+    send = dispatch_deps(config, backends, client, breaker, stats, shared.affinity)
     handoffs = handoff_store(config)
     strategy = make_book(config, backends, send.wall_clock, send.metrics.registry, handoffs)
     send.metrics.registry.register(SignalCollector(stats.snapshot, backends, send.clock))
@@ -88,7 +89,8 @@ def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSe
                                        registry=send.metrics.registry),
                    handoffs=handoffs,
                    content_filter=build_filter(config, send.metrics, send.wall_clock),
-                   priority=build_priority(config, stats, send.clock, send.metrics.registry))
+                   priority=build_priority(config, stats, send.clock, send.metrics.registry),
+                   tokens=build_counter(config, backends, client))
 
 
 def dispatch_deps(config: Config, backends: dict[str, Backend], client: BackendClient,

@@ -114,6 +114,25 @@ class BackendClient:
                 resp.close()
         return UpstreamStream(resp, backend, self._timeouts, deadline)
 
+    async def post_json(self, backend: Backend, path: str, body: dict[str, Any],
+                        timeout_s: float) -> dict[str, Any]:
+        """POST ``body`` (sent as is) to ``backend.base_url + path`` and return the JSON
+        object answered, all within ``timeout_s`` seconds (for side calls such as an
+        engine's ``/tokenize``). Raises BackendError: UpstreamTimeout (phase ``total``),
+        UpstreamConnectError, UpstreamStatusError, UpstreamProtocolError."""
+        timeout = aiohttp.ClientTimeout(total=timeout_s)
+        try:
+            async with self._session.post(backend.base_url + path, data=orjson.dumps(body),
+                                          headers=_headers(backend, "tokenize"),
+                                          timeout=timeout) as resp:
+                await _raise_for_status(resp, backend)
+                return _parse_object(await resp.read(), backend)
+        except TimeoutError as exc:
+            raise UpstreamTimeout(f"{backend.id}: no answer from {path} within {timeout_s} s",
+                                  phase="total", backend_id=backend.id) from exc
+        except aiohttp.ClientError as exc:
+            raise _connect_error(exc, backend) from exc
+
     def _post(self, backend: Backend, endpoint: Endpoint, body: dict[str, Any],
               request_id: str, timeout: aiohttp.ClientTimeout | None = None) -> Any:
         return self._session.post(backend.base_url + _PATHS[endpoint],

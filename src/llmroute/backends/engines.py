@@ -6,13 +6,22 @@ metrics endpoint to poll, parsed by the anchor's parser for ``format``) all read
 table. An unknown kind gets the generic row: no logprobs, the generic continuation, no
 metrics.
 
-| engine | logprobs | continuation form | echoes the prefix | metrics format: paths |
-|---|---|---|---|---|
-| ``vllm``, ``emulator`` | yes | ``continue_final_message`` | no | ``vllm``: ``/metrics`` |
-| ``sglang`` | yes | ``continue_final_message`` | no | ``sglang``: ``/metrics`` |
-| ``llamacpp`` | yes | trailing assistant message (assistant prefill) | **yes** | ``llamacpp``: ``/metrics``, ``/slots`` |
-| ``ollama`` | no | generic: assistant prefix + a user "continue" instruction | no | ``ollama``: ``/api/ps`` |
-| ``openai`` | no | generic | no | none (hosted) |
+| engine | logprobs | continuation form | echoes the prefix | metrics format: paths | tokenize |
+|---|---|---|---|---|---|
+| ``vllm`` | yes | ``continue_final_message`` | no | ``vllm``: ``/metrics`` | ``openai`` |
+| ``emulator`` | yes | ``continue_final_message`` | no | ``vllm``: ``/metrics`` | none |
+| ``sglang`` | yes | ``continue_final_message`` | no | ``sglang``: ``/metrics`` | ``openai`` |
+| ``llamacpp`` | yes | trailing assistant message (assistant prefill) | **yes** | ``llamacpp``: ``/metrics``, ``/slots`` | ``llamacpp`` |
+| ``ollama`` | no | generic: assistant prefix + a user "continue" instruction | no | ``ollama``: ``/api/ps`` | none |
+| ``openai`` | no | generic | no | none (hosted) | none |
+
+The tokenize column is the engine's own prompt-counting endpoint (``policy/tokenizers.py``):
+``openai`` is vLLM's and SGLang's ``POST /tokenize`` with ``{"model", "messages"}`` (chat; the
+chat template applied) or ``{"model", "prompt"}`` → ``{"count", "tokens", …}``;
+``llamacpp`` is llama-server's ``POST /apply-template`` ``{"messages"}`` → ``{"prompt"}``
+(chat only) then ``POST /tokenize`` ``{"content", "add_special": true}`` → ``{"tokens": […]}``.
+Ollama has no tokenize endpoint, hosted APIs none that is OpenAI-compatible, and the emulator
+counts with the router's own estimate.
 
 ``continue_final_message`` means ``continue_final_message: true`` + ``add_generation_prompt:
 false``, vLLM's and SGLang's documented chat-completions extra parameters. The llama.cpp row
@@ -71,9 +80,22 @@ class MetricsEndpoint:
 
 
 @dataclass(frozen=True, slots=True)
+class TokenizeEndpoint:
+    """How an engine kind counts a prompt with its own tokenizer: ``shape`` names the
+    request/answer form (``openai``: vLLM/SGLang, ``llamacpp``: llama-server; see the table),
+    ``path`` is under the backend's base URL, ``template_path`` (``llamacpp`` only) renders a
+    chat's messages into the prompt first."""
+
+    shape: Literal["openai", "llamacpp"]
+    path: str = "/tokenize"
+    template_path: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class EngineKind:
     """One row of the table: ``capabilities``, the ``metrics`` endpoint (None: nothing to
-    poll), whether llmroute can ``launch`` it locally, and ``defaults``: the capability names
+    poll), whether llmroute can ``launch`` it locally, its ``tokenize`` endpoint (None:
+    none), and ``defaults``: the capability names
     a backend of this kind has unless configured (``tools`` always; ``logprobs`` and
     ``continuation`` — a native way to continue a trailing assistant message — as
     ``capabilities`` says)."""
@@ -81,6 +103,7 @@ class EngineKind:
     capabilities: Capabilities
     metrics: MetricsEndpoint | None = None
     launch: bool = False
+    tokenize: TokenizeEndpoint | None = None
     defaults: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -93,14 +116,16 @@ class EngineKind:
 
 _CONTINUE = Capabilities(True, ContinuationForm.CONTINUE_FINAL_MESSAGE)
 _GENERIC = Capabilities(False, ContinuationForm.GENERIC)
+_OPENAI_TOKENIZE = TokenizeEndpoint("openai")
 
 ENGINES: Mapping[str, EngineKind] = MappingProxyType({
-    "vllm": EngineKind(_CONTINUE, MetricsEndpoint("vllm")),
-    "sglang": EngineKind(_CONTINUE, MetricsEndpoint("sglang")),
+    "vllm": EngineKind(_CONTINUE, MetricsEndpoint("vllm"), tokenize=_OPENAI_TOKENIZE),
+    "sglang": EngineKind(_CONTINUE, MetricsEndpoint("sglang"), tokenize=_OPENAI_TOKENIZE),
     "llamacpp": EngineKind(
         Capabilities(True, ContinuationForm.ASSISTANT_PREFILL, echoes_prefix=True,
                      logprobs_with_tools=False),
-        MetricsEndpoint("llamacpp", ("/metrics", "/slots")), launch=True),
+        MetricsEndpoint("llamacpp", ("/metrics", "/slots")), launch=True,
+        tokenize=TokenizeEndpoint("llamacpp", template_path="/apply-template")),
     "ollama": EngineKind(_GENERIC, MetricsEndpoint("ollama", ("/api/ps",))),
     "openai": EngineKind(_GENERIC),
     "emulator": EngineKind(_CONTINUE, MetricsEndpoint("vllm")),

@@ -25,7 +25,8 @@ from llmroute.policy.issue import issue_key, rotate_key
 from llmroute.policy.keys import ApiKey, Limits, Tenant
 from llmroute.policy.keystore import KeyStore
 
-_LIMITS = ("rpm", "tpm", "daily_tokens", "monthly_tokens", "max_concurrency")
+_LIMITS = ("rpm", "tpm", "daily_tokens", "monthly_tokens", "max_concurrency",
+           "max_context_tokens")
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -24,13 +24,16 @@ MAX_KEY_CHARS = 64
 @dataclass(frozen=True, slots=True)
 class Limits:
     """Limits of a key or a tenant, None meaning none: requests (``rpm``) and tokens
-    (``tpm``) per minute, tokens per UTC day and month, requests in flight at once."""
+    (``tpm``) per minute, tokens per UTC day and month, requests in flight at once, and
+    ``max_context_tokens``: the most prompt + output tokens one request may use (below the
+    engines' own contexts; ``policy/counting.py``)."""
 
     rpm: int | None = None
     tpm: int | None = None
     daily_tokens: int | None = None
     monthly_tokens: int | None = None
     max_concurrency: int | None = None
+    max_context_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

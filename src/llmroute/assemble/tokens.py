@@ -1,0 +1,34 @@
+"""Config → the count-tokens step (``policy.counting.TokenCounter``): the chat backends'
+context limits and, per backend, the tokenizer that counts in its tokens — a configured
+``tokenizer.hf_file``, else its engine kind's tokenize endpoint (``backends/engines.py``),
+else none."""
+
+from __future__ import annotations
+
+from llmroute.backends.engines import engine_kind
+from llmroute.config import Config
+from llmroute.policy.counting import Counting, TokenCounter
+from llmroute.policy.tokenizers import EngineTokenizer, FileTokenizer, Poster, Tokenizer
+from llmroute.types import Backend
+
+
+def build_counter(config: Config, backends: dict[str, Backend], client: Poster
+                  ) -> TokenCounter:
+    """The counter over ``backends`` (chat ones), asking engines through ``client``.
+    Reads each ``tokenizer.hf_file`` now; raises ConfigError for a bad one."""
+    files = {b.id: b.tokenizer.hf_file for b in config.backends if b.tokenizer is not None}
+    chat = [b for b in backends.values() if b.mode == "chat"]
+    counting: list[Counting] = []
+    for b in chat:
+        tokenizer = _tokenizer(b, files.get(b.id), client, config.tokens.timeout_ms / 1000)
+        if tokenizer is not None:
+            counting.append((b, tokenizer))
+    return TokenCounter(config.tokens, [b.context_length for b in chat], counting)
+
+
+def _tokenizer(backend: Backend, hf_file: str | None, client: Poster, timeout_s: float
+               ) -> Tokenizer | None:
+    if hf_file is not None:
+        return FileTokenizer(hf_file)
+    endpoint = engine_kind(backend.engine).tokenize
+    return EngineTokenizer(client, backend, endpoint, timeout_s) if endpoint else None
