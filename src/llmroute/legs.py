@@ -12,7 +12,7 @@ from llmroute.dispatch.attempt import Budget
 from llmroute.dispatch.deps import Deps
 from llmroute.dispatch.failover import with_failover
 from llmroute.dispatch.relay import Relay
-from llmroute.errors import NoBackendAvailable
+from llmroute.errors import ContextLengthExceeded, NoBackendAvailable
 from llmroute.observe.trace import Recorder
 from llmroute.policy.auth import Caller
 from llmroute.types import Backend, Candidate, ChatRequest, RoutePlan
@@ -81,8 +81,13 @@ class PoolLegs:
     def best_score(self, request: ChatRequest, pool: str) -> float | None:
         """See ``Legs.best_score`` (the pool ranked with every scorer, as ``/debug/route``
         does)."""
-        ranked = self._rank(request, RoutePlan(pool, "score", self._members(pool), (), 1),
-                            explain=True)
+        plan = RoutePlan(pool, "score", self._members(pool), (), 1)
+        if not plan.backend_ids:
+            return None
+        try:
+            ranked = self._rank(request, plan, explain=True)
+        except ContextLengthExceeded:
+            return None
         scores = [c.score for c in ranked if c.score == c.score]
         return max(scores) if scores else None
 
