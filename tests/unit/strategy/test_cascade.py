@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from fakes.router import make_config, open_router
+from fakes.router import make_config, open_router, strategy_config
 from fakes.upstream import serve_upstream
 from llmroute.errors import ConfigError
 from llmroute.observe.trace import Recorder
@@ -26,18 +26,11 @@ def cascade_yaml(extra: str = "") -> str:
     return f"strategy_id: climb\nversion: 4\nkind: cascade\npools: [cheap, strong]\n{extra}"
 
 
-def config(ups, folder, **extra):
-    backends = [{"id": f"{pool}-{i}", "pool": pool, "base_url": up.base_url}
-                for pool, group in ups.items() for i, up in enumerate(group)]
-    return make_config(backends, gate={"kind": "rules"},
-                       strategies={"dir": str(folder), "watch": False}, **extra)
-
-
 async def ask(ups, tmp_path, yaml_text, body=BODY, **extra):
     folder = tmp_path / "s"
     folder.mkdir(exist_ok=True)
     (folder / "climb.yaml").write_text(yaml_text, encoding="utf-8")
-    async with open_router(config(ups, folder, **extra)) as (_, client):
+    async with open_router(strategy_config(ups, folder, **extra)) as (_, client):
         r = await client.post(CHAT, json=body)
         await r.aread()
         return r

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from fakes.router import make_config, open_router
+from fakes.router import open_router, strategy_config
 from fakes.upstream import serve_upstream
 from llmroute.errors import ConfigError
 
@@ -35,19 +35,12 @@ steps:
 """
 
 
-def config(ups, folder, **extra):
-    backends = [{"id": f"{pool}-{i}", "pool": pool, "base_url": up.base_url}
-                for pool, group in ups.items() for i, up in enumerate(group)]
-    return make_config(backends, gate={"kind": "rules"},
-                       strategies={"dir": str(folder), "watch": False}, **extra)
-
-
 async def ask(ups, tmp_path, files, body=BODY, rid="p1", **extra):
     folder = tmp_path / "s"
     folder.mkdir(exist_ok=True)
     for name, text in files.items():
         (folder / name).write_text(text, encoding="utf-8")
-    async with open_router(config(ups, folder, **extra)) as (_, client):
+    async with open_router(strategy_config(ups, folder, **extra)) as (_, client):
         r = await client.post(CHAT, json=body, headers={"x-request-id": rid})
         trace = (await client.get(f"/trace/{rid}")).json()
         await r.aread()
