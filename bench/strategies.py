@@ -127,16 +127,23 @@ def _q(xs: list[float], q: float) -> float:
     return round(xs[min(len(xs) - 1, int(q * len(xs)))], 4)
 
 
-async def throughput(requests: int, rounds: int) -> dict:
-    """Median requests/s with and without a file ``single`` strategy, interleaved."""
+async def _setup(name: str, text: str) -> tuple[web.AppRunner, int, Path]:
+    """The fast upstream on a free loopback port, and a strategies folder holding ``text``
+    as file ``name``."""
     runner = web.AppRunner(make_app(1, 0.0))
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     folder = Path(tempfile.mkdtemp())
-    (folder / "all.yaml").write_text("strategy_id: all\nversion: 1\nkind: single\n"
-                                     "pool: general\n", encoding="utf-8")
+    (folder / name).write_text(text, encoding="utf-8")
+    return runner, port, folder
+
+
+async def throughput(requests: int, rounds: int) -> dict:
+    """Median requests/s with and without a file ``single`` strategy, interleaved."""
+    runner, port, folder = await _setup("all.yaml", "strategy_id: all\nversion: 1\n"
+                                        "kind: single\npool: general\n")
     rates: dict[str, list[float]] = {"builtin": [], "file": []}
     try:
         for _ in range(rounds):
@@ -172,13 +179,7 @@ steps:
 
 async def pipeline_latency(requests: int, rounds: int) -> dict:
     """Median latencies (ms): a 3-step pipeline, a single request, a direct upstream call."""
-    runner = web.AppRunner(make_app(1, 0.0))
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    folder = Path(tempfile.mkdtemp())
-    (folder / "three.yaml").write_text(PIPELINE, encoding="utf-8")
+    runner, port, folder = await _setup("three.yaml", PIPELINE)
     ms: dict[str, list[float]] = {"direct": [], "single": [], "pipeline": []}
     try:
         for _ in range(rounds):
