@@ -14,6 +14,12 @@
   (``httpx.ASGITransport``, gate ``off``, a fast fixed-reply upstream on loopback) with one
   catch-all ``single`` strategy loaded from a file, over the same with no strategy files
   (today's built-in path), rounds interleaved, medians compared. Target: ≥ 0.95.
+* ``pipeline_added_ms`` — the median latency of one request served by a 3-step ``pipeline``
+  (templates over the request and the earlier steps; gate ``off``; one request at a time)
+  minus three times the median of one direct call to the same upstream (aiohttp): what the
+  router adds on top of the three upstream calls — receiving and answering the client,
+  matching, rendering, three legs through the anchor and dispatch. Rounds interleaved.
+  Target: ≤ 3 ms. Also reported: ``single_added_ms``, the same for one ``single`` request.
 
 ``--quick`` uses fewer samples. Absolute times depend on the machine; ratios and medians
 are what to quote. The last line is ``RESULT {json}``.
@@ -121,16 +127,23 @@ def _q(xs: list[float], q: float) -> float:
     return round(xs[min(len(xs) - 1, int(q * len(xs)))], 4)
 
 
-async def throughput(requests: int, rounds: int) -> dict:
-    """Median requests/s with and without a file ``single`` strategy, interleaved."""
+async def _setup(name: str, text: str) -> tuple[web.AppRunner, int, Path]:
+    """The fast upstream on a free loopback port, and a strategies folder holding ``text``
+    as file ``name``."""
     runner = web.AppRunner(make_app(1, 0.0))
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     folder = Path(tempfile.mkdtemp())
-    (folder / "all.yaml").write_text("strategy_id: all\nversion: 1\nkind: single\n"
-                                     "pool: general\n", encoding="utf-8")
+    (folder / name).write_text(text, encoding="utf-8")
+    return runner, port, folder
+
+
+async def throughput(requests: int, rounds: int) -> dict:
+    """Median requests/s with and without a file ``single`` strategy, interleaved."""
+    runner, port, folder = await _setup("all.yaml", "strategy_id: all\nversion: 1\n"
+                                        "kind: single\npool: general\n")
     rates: dict[str, list[float]] = {"builtin": [], "file": []}
     try:
         for _ in range(rounds):
@@ -143,13 +156,77 @@ async def throughput(requests: int, rounds: int) -> dict:
     return {"builtin_rps": round(b, 1), "file_rps": round(f, 1), "ratio": round(f / b, 3)}
 
 
-async def _rate(port: int, extra: dict, requests: int) -> float:
-    config = Config.model_validate({
+def _config(port: int, extra: dict) -> Config:
+    return Config.model_validate({
         "pools": {"general": {}}, "routing": {"default_pool": "general"},
         "gate": {"kind": "off"}, **extra,
         "backends": [{"id": "up", "pool": "general", "engine": "vllm",
                       "base_url": f"http://127.0.0.1:{port}"}]})
-    body = {"model": "auto", "messages": [{"role": "user", "content": "hello there"}]}
+
+
+BODY = {"model": "auto", "messages": [{"role": "user", "content": "hello there"}]}
+PIPELINE = """strategy_id: three
+version: 1
+kind: pipeline
+steps:
+  - {name: extract, pool: general, prompt: "Extract: {{ request.last_user }}"}
+  - {name: plan, pool: general, prompt: "Plan from {{ steps.extract.output }}"}
+  - name: answer
+    pool: general
+    prompt: "Answer {{ request.last_user }} by {{ steps.plan.output }}"
+"""
+
+
+async def pipeline_latency(requests: int, rounds: int) -> dict:
+    """Median latencies (ms): a 3-step pipeline, a single request, a direct upstream call."""
+    runner, port, folder = await _setup("three.yaml", PIPELINE)
+    ms: dict[str, list[float]] = {"direct": [], "single": [], "pipeline": []}
+    try:
+        for _ in range(rounds):
+            ms["direct"] += await _direct(port, requests)
+            ms["single"] += await _latencies(_config(port, {}), requests)
+            ms["pipeline"] += await _latencies(_config(port, {"strategies": {
+                "dir": str(folder), "watch": False}}), requests)
+    finally:
+        await runner.cleanup()
+    m = {k: statistics.median(v) for k, v in ms.items()}
+    return {"direct_ms": round(m["direct"], 3), "single_ms": round(m["single"], 3),
+            "pipeline_ms": round(m["pipeline"], 3),
+            "pipeline_added_ms": round(m["pipeline"] - 3 * m["direct"], 3),
+            "single_added_ms": round(m["single"] - m["direct"], 3)}
+
+
+async def _direct(port: int, requests: int) -> list[float]:
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    out = []
+    async with aiohttp.ClientSession() as session:
+        for i in range(requests + 20):
+            t0 = time.perf_counter()
+            async with session.post(url, json=BODY) as r:
+                await r.read()
+            if i >= 20:  # warm-up
+                out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+async def _latencies(config: Config, requests: int) -> list[float]:
+    out = []
+    async with aiohttp.ClientSession() as session:
+        app = create_app(config, runtime=wire(config, make_backends(config, {}), session))
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                     base_url="http://router") as client:
+            for i in range(requests + 20):
+                t0 = time.perf_counter()
+                r = await client.post("/v1/chat/completions", json=BODY)
+                if i >= 20:  # warm-up
+                    out.append((time.perf_counter() - t0) * 1000)
+                assert r.status_code == 200, r.text
+    return out
+
+
+async def _rate(port: int, extra: dict, requests: int) -> float:
+    config = _config(port, extra)
+    body = BODY
     async with aiohttp.ClientSession() as session:
         app = create_app(config, runtime=wire(config, make_backends(config, {}), session))
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
@@ -177,10 +254,17 @@ def main() -> None:
     tp = asyncio.run(throughput(requests, rounds))
     print(f"throughput ({requests} requests x {rounds} rounds, 8 concurrent): built-in "
           f"{tp['builtin_rps']} req/s, file single {tp['file_rps']} req/s, ratio {tp['ratio']}")
+    chain = asyncio.run(pipeline_latency(requests // 2, rounds))
+    print(f"3-step pipeline, {requests // 2} requests x {rounds} rounds, one at a time: "
+          f"median {chain['pipeline_ms']} ms vs direct upstream call {chain['direct_ms']} ms "
+          f"→ added {chain['pipeline_added_ms']} ms (single: {chain['single_ms']} ms, added "
+          f"{chain['single_added_ms']} ms)")
     print("RESULT " + json.dumps({
         "match_p99_ms": match["p99_ms"], "match_p50_ms": match["p50_ms"],
         "match_cpu_p99_ms": match["cpu_p99_ms"], "single_throughput_ratio": tp["ratio"],
         "builtin_rps": tp["builtin_rps"], "file_rps": tp["file_rps"],
+        "pipeline_added_ms": chain["pipeline_added_ms"],
+        "single_added_ms": chain["single_added_ms"],
         "machine": platform.machine(), "quick": args.quick}))
 
 

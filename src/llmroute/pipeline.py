@@ -6,12 +6,14 @@ The layers never call each other; every step gets what it needs as arguments.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from llmroute import dispatch
 from llmroute.anchor.protocol import AnchorContext
+from llmroute.errors import LLMRouteError, NoBackendAvailable
 from llmroute.legs import PoolLegs
 from llmroute.observe.trace import Recorder
 from llmroute.policy.auth import Caller
@@ -20,7 +22,8 @@ from llmroute.policy.counting import context_limit, too_long
 from llmroute.policy.usage import Metered, answer_tokens
 from llmroute.runtime import Runtime
 from llmroute.strategy.answers import replay
-from llmroute.strategy.protocol import NO_HEADERS, Matched, Run
+from llmroute.strategy.protocol import NO_HEADERS, Matched, Run, Runner
+from llmroute.strategy.snapshot import BUILTIN_ID, Entry, StrategySet
 from llmroute.types import Backend, Candidate, ChatRequest, Intent, RoutePlan
 
 
@@ -178,23 +181,108 @@ async def serve(rt: Runtime, request: ChatRequest, caller: Caller | None = None,
 async def run_strategy(rt: Runtime, request: ChatRequest, d: Decision, caller: Caller | None,
                        trace: Recorder, timing: dict[str, str]) -> Routed:
     """Let the matched strategy serve the request itself (its legs share one attempt
-    budget, each pool checked against ``caller``), its answer through the output filter; a
-    streamed request gets the answer as SSE once it is complete."""
+    budget, each pool checked against ``caller``); a streamed request gets the runner's own
+    stream, or the answer as SSE once it is complete; either way the answer passes the
+    output filter (``_screened``). When the runner fails with a server error (5xx) and its
+    strategy names a ``fallback_strategy``, that strategy serves the request on what is left
+    of the budget (``x-llmroute-fallback-from`` names the failed one; a chain of fallbacks
+    is followed, the loader refuses cycles); else the error stands."""
     assert d.strategy.runner is not None
     legs = PoolLegs(rt.dispatch, rt.backends,
-                    lambda req, plan: rank(rt, req, d.intent, plan, explain=False),
+                    lambda req, plan, explain=False: rank(rt, req, d.intent, plan,
+                                                          explain=explain),
                     d.plan.max_attempts, trace, caller)
-    served = await d.strategy.runner.serve(Run(request, d.intent, legs, trace,
-                                               rt.wall_clock()))
-    headers = {"x-request-id": request.request_id, "x-llmroute-intent": d.intent.label,
-               "x-llmroute-strategy": d.strategy.header, **served.headers, **timing}
+    failed: list[str] = []
+    entry = _entry(d.strategy, d.strategy.strategy_id)
+    who: tuple[Runner | None, str, Entry | None] = (d.strategy.runner, d.strategy.header,
+                                                     entry)
+    while True:
+        try:
+            return _screened(rt, request, await _run_one(rt, request, d, legs, who, timing,
+                                                         failed), trace)
+        except LLMRouteError as err:
+            entry = _fallback_entry(d.strategy, who[2], err)
+            if entry is None:
+                raise
+            trace.step("fallback", failed=who[1], to=entry.header, reason=err.message)
+            failed.append(who[1])
+            who = (entry.runner, entry.header, entry)
+
+
+async def _run_one(rt: Runtime, request: ChatRequest, d: Decision, legs: PoolLegs,
+                   who: tuple[Runner | None, str, Entry | None], timing: dict[str, str],
+                   failed: list[str]) -> Routed:
+    """One strategy (``who``: its runner, or None to dispatch its plan; header; entry)."""
+    runner, header, entry = who
+    trace = legs.trace
+    common = {"x-request-id": request.request_id, "x-llmroute-intent": d.intent.label,
+              "x-llmroute-strategy": header, **timing}
+    if failed:
+        common["x-llmroute-fallback-from"] = ", ".join(failed)
+    if runner is None:
+        assert entry is not None
+        return await _dispatch_fallback(rt, request, d, legs, entry, common)
+    served = await runner.serve(Run(request, d.intent, legs, trace, rt.wall_clock()))
+    headers = {**common, **served.headers}
+    if served.stream is not None:
+        return Routed(headers, stream=served.stream)
     body = served.body
-    if rt.content_filter is not None:  # the output filter covers a strategy's answer too
-        body = rt.content_filter.answer(request, body, trace)
     trace.answered(body)
     if request.stream:
         return Routed(headers, stream=replay(request, body))
     return Routed(headers, body=body)
+
+
+async def _dispatch_fallback(rt: Runtime, request: ChatRequest, d: Decision, legs: PoolLegs,
+                             entry: Entry, common: dict[str, str]) -> Routed:
+    """A fallback strategy that plans only: its plan on what is left of the budget."""
+    if legs.left <= 0:
+        raise NoBackendAvailable(f"the request's attempt budget is spent before its "
+                                 f"fallback strategy {entry.header}")
+    plan = dataclasses.replace(entry.strategy.plan(request, d.intent), max_attempts=legs.left)
+    fb = Decision(d.intent, plan, rank(rt, request, d.intent, plan, explain=False),
+                  d.strategy)
+    legs.check_pool(plan.pool)
+    if request.stream:
+        backend, stream = await dispatch.open_stream(rt.dispatch, request, plan,
+                                                     fb.candidates, legs.trace)
+        return Routed(common | _backend_headers(backend), stream=stream)
+    backend, body = await dispatch.complete(rt.dispatch, request, plan, fb.candidates,
+                                            legs.trace)
+    legs.trace.answered(body)
+    return Routed(common | _backend_headers(backend), body=body)
+
+
+def _screened(rt: Runtime, request: ChatRequest, routed: Routed, trace: Recorder) -> Routed:
+    """``routed`` through the output filter (``rt.content_filter``, None: unchanged), its
+    JSON answer or its SSE stream."""
+    screen = rt.content_filter
+    if screen is None:
+        return routed
+    if routed.stream is not None:
+        return Routed(routed.headers, stream=screen.stream(request, routed.stream, trace))
+    return Routed(routed.headers, body=screen.answer(request, routed.body, trace))
+
+
+def _backend_headers(backend: Backend) -> dict[str, str]:
+    return {"x-llmroute-backend": backend.id, "x-llmroute-pool": backend.pool}
+
+
+def _entry(matched: Matched, strategy_id: str) -> Entry | None:
+    """The entry of ``strategy_id`` in the set the request was matched against (the
+    built-in one for its id), so a fallback runs on the versions the request started on."""
+    snapshot = matched.snapshot
+    if not isinstance(snapshot, StrategySet):
+        return None
+    return snapshot.builtin if strategy_id == BUILTIN_ID else snapshot.get(strategy_id)
+
+
+def _fallback_entry(matched: Matched, failed: Entry | None, err: LLMRouteError) -> Entry | None:
+    """The entry to fall back to from ``failed`` after ``err`` (server errors only)."""
+    target = failed.spec.fallback_strategy if failed is not None else None
+    if target is None or err.status < 500:
+        return None
+    return _entry(matched, target)
 
 
 def server_timing(gate_ms: float) -> dict[str, str]:

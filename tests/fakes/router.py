@@ -24,6 +24,16 @@ def make_config(backends: list[dict[str, Any]], **extra: Any) -> Config:
     return Config.model_validate(data)
 
 
+def strategy_config(ups: dict[str, list[Any]], folder: Any, **extra: Any) -> Config:
+    """A Config over scripted upstreams ``{pool: [upstream, …]}`` (backend ids
+    ``<pool>-<i>``, the first pool the default), the rules gate and the strategy files in
+    ``folder`` (not watched)."""
+    backends = [{"id": f"{pool}-{i}", "pool": pool, "base_url": up.base_url}
+                for pool, group in ups.items() for i, up in enumerate(group)]
+    return make_config(backends, gate={"kind": "rules"},
+                       strategies={"dir": str(folder), "watch": False}, **extra)
+
+
 @contextlib.asynccontextmanager
 async def open_router(config: Config) -> AsyncIterator[tuple[Runtime, httpx.AsyncClient]]:
     """A Runtime over ``config``'s base URLs and an httpx client talking to its app."""

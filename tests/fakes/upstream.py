@@ -9,7 +9,8 @@ retry_after)``, ``("cut", n)`` (stream n chunks then drop the connection), ``("s
 reply with peaked logprobs for the first n words and flat, high-entropy ones after),
 ``tool_cut`` (one tool-call fragment, then the connection drops), ``cut_after_finish``
 (the whole answer, then the connection drops before ``[DONE]``),
-``("context", engine)`` (a 400 context-length refusal as ``llamacpp`` or ``vllm`` words it).
+``("context", engine)`` (a 400 context-length refusal as ``llamacpp`` or ``vllm`` words it),
+``("say", text)`` (answer normally, non-streamed, with ``text`` instead of ``reply``).
 
 With ``stream_options.include_usage`` a usage chunk (no choices) follows the finish chunk.
 When a request asks for ``logprobs``, every streamed word carries ``top_logprobs``
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import math
 import time
@@ -123,6 +125,8 @@ async def _handle(request: web.Request) -> web.StreamResponse:
         except asyncio.CancelledError:
             up.cancelled += 1
             raise
+    if kind == "say":
+        return web.json_response(_completion(dataclasses.replace(up, reply=step[1]), body))
     if not body.get("stream"):
         return web.json_response(_completion(up, body, step))
     return await _stream(request, up, step, body)

@@ -1,8 +1,10 @@
-"""The human and verify strategy kinds over real local engines (two ``llama-server``
-processes, SmolLM2-135M) behind the router served by uvicorn, driven by the unmodified
-``openai`` SDK: a hand-off answered by an operator and fetched by the client, and a verify
-with a JSON Schema (the tiny model's JSON may pass or fail: the verdict is what is checked,
-not the model's skill). Skipped when the engines are missing, except in CI."""
+"""The human, verify, pipeline and cascade strategy kinds over real local engines (two
+``llama-server`` processes, SmolLM2-135M) behind the router served by uvicorn, driven by
+the unmodified ``openai`` SDK: a hand-off answered by an operator and fetched by the client,
+a verify with a JSON Schema (the tiny model's JSON may pass or fail: the verdict is what
+is checked, not the model's skill), a streamed 3-step pipeline, and a cascade escalating
+mid-stream (the general pool's entropy trigger is set to trip at once, so the fuse hands
+the stream to the long-context engine). Skipped when the engines are missing, except in CI."""
 
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ backends:
     engine: llamacpp
     launch: {{ctx_size: 2048, slots: 1, threads: 1}}
 routing: {{default_pool: general}}
+fuse: {{pools: {{general: {{threshold_nats: 0.001, run_tokens: 1}}}}}}
 strategies: {{dir: "{folder}", watch: false, handoffs_path: ":memory:"}}
 """
 HUMAN = """\
@@ -53,6 +56,25 @@ check: {json_schema: request}
 on_failure: regenerate
 regenerate_pool: long-context
 """
+PIPELINE = """\
+strategy_id: three-steps
+version: 1
+when: {keywords: [in three steps]}
+kind: pipeline
+steps:
+  - {name: topic, pool: general, max_tokens: 16, prompt: "Topic of: {{ request.last_user }}"}
+  - {name: facts, pool: general, max_tokens: 32, prompt: "A fact on {{ steps.topic.output }}"}
+  - name: answer
+    pool: long-context
+    prompt: "Using {{ steps.facts.output }}, answer: {{ request.last_user }}"
+"""
+CASCADE = """\
+strategy_id: climb
+version: 1
+when: {keywords: [think harder]}
+kind: cascade
+pools: [general, long-context]
+"""
 SCHEMA = {"type": "object", "required": ["colour"], "properties": {"colour": {"type": "string"}}}
 
 
@@ -62,6 +84,8 @@ async def router() -> AsyncIterator[tuple[openai.AsyncOpenAI, httpx.AsyncClient]
         folder = Path(tmp)
         (folder / "people.yaml").write_text(HUMAN, encoding="utf-8")
         (folder / "json.yaml").write_text(VERIFY, encoding="utf-8")
+        (folder / "three.yaml").write_text(PIPELINE, encoding="utf-8")
+        (folder / "climb.yaml").write_text(CASCADE, encoding="utf-8")
         async with contextlib.AsyncExitStack() as stack:
             _, url = await stack.enter_async_context(
                 real_router(CONFIG.format(folder=folder), "test_strategies_real"))
@@ -107,3 +131,33 @@ async def test_a_json_schema_verify_gives_a_verdict_on_real_engines(router) -> N
     assert note["check"] == "json_schema" and note["verified"] is (flag == "true")
     if flag == "true":
         assert isinstance(json.loads(done.choices[0].message.content or "")["colour"], str)
+
+
+async def test_a_three_step_pipeline_streams_its_last_step(router) -> None:
+    sdk, http = router
+    raw = await sdk.chat.completions.with_raw_response.create(
+        model="auto", max_tokens=24, stream=True, stream_options={"include_usage": True},
+        messages=[{"role": "user", "content": "Explain rain in three steps."}])
+    chunks = [c async for c in raw.parse()]
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert raw.headers["x-llmroute-strategy"] == "three-steps@1" and text
+    assert raw.headers["x-llmroute-pool"] == "long-context"
+    usage = chunks[-1].usage
+    assert usage is not None and usage.completion_tokens > 24  # three steps' tokens
+    trace = (await http.get(f"/trace/{raw.headers['x-request-id']}")).json()
+    hops = [s for s in trace["steps"] if s["step"] == "pipeline_step"]
+    assert [h["step_name"] for h in hops] == ["topic", "facts", "answer"]
+    assert hops[1]["input_ref"].endswith("/topic") and hops[0]["output"]
+
+
+async def test_a_cascade_escalates_mid_stream_through_the_fuse(router) -> None:
+    sdk, _ = router
+    raw = await sdk.chat.completions.with_raw_response.create(
+        model="auto", max_tokens=32, stream=True,
+        messages=[{"role": "user", "content": "Think harder: why is the sea salty?"}])
+    chunks = [c async for c in raw.parse()]
+    assert raw.headers["x-llmroute-strategy"] == "climb@1"
+    assert raw.headers["x-llmroute-cascade"] == "general"
+    handoffs = chunks[-1].model_extra["llmroute"]["handoffs"]
+    assert handoffs and handoffs[0]["from"] == "general-1" and handoffs[0]["to"] == "long-1"
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)

@@ -42,6 +42,14 @@ def answer_text(body: dict[str, Any]) -> str:
     return text if isinstance(text, str) else ""
 
 
+def without_logprobs(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` (a non-streamed answer) with its choices' ``logprobs`` left out (a leg
+    asked for them; the client did not)."""
+    return {**body, "choices": [{k: v for k, v in c.items() if k != "logprobs"}
+                                if isinstance(c, dict) else c
+                                for c in body.get("choices", [])]}
+
+
 def chunks(request: ChatRequest, body: dict[str, Any]) -> list[dict[str, Any]]:
     """``body`` (a non-streamed answer) as stream chunks: the text, then the finish chunk
     with the answer's ``llmroute`` field, then (with ``stream_options.include_usage``) a

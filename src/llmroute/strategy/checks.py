@@ -69,19 +69,41 @@ def compile_schema(schema: dict[str, Any]) -> jsonschema.protocols.Validator:
     return jsonschema.Draft202012Validator(schema)
 
 
-def compile_template(text: str) -> jinja2.Template:
-    """``text`` as a sandboxed Jinja template that may use only ``request`` and ``draft``.
-    Raises ValueError for a syntax error or another name."""
+def compile_template(text: str, allowed: frozenset[str] = TEMPLATE_NAMES) -> jinja2.Template:
+    """``text`` as a sandboxed Jinja template that may use only the names ``allowed``
+    (default ``request`` and ``draft``). Raises ValueError for a syntax error or another
+    name."""
     env = SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False)
     try:
         names = jinja2.meta.find_undeclared_variables(env.parse(text))
     except jinja2.TemplateSyntaxError as exc:
         raise ValueError(f"template syntax error at line {exc.lineno}: {exc.message}") from exc
-    unknown = sorted(names - TEMPLATE_NAMES)
+    unknown = sorted(names - allowed)
     if unknown:
         raise ValueError(f"the template uses {', '.join(unknown)}; it may use only "
-                         f"{', '.join(sorted(TEMPLATE_NAMES))}")
+                         f"{', '.join(sorted(allowed))}")
     return env.from_string(text)
+
+
+def json_of(text: str) -> Any:
+    """The JSON value of an answer's ``text`` (a fenced ```` ```json ```` block is
+    unwrapped). Raises json.JSONDecodeError."""
+    fenced = _FENCE.match(text)
+    return json.loads(fenced.group(1) if fenced else text)
+
+
+def schema_problem(validator: jsonschema.protocols.Validator, text: str) -> str | None:
+    """Why ``text`` is not JSON satisfying ``validator`` (``not JSON: …`` or
+    ``schema: <path>: …``), None when it is."""
+    try:
+        value = json_of(text)
+    except json.JSONDecodeError as exc:
+        return f"not JSON: {exc.msg} at character {exc.pos}"
+    error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "(root)"
+        return f"schema: {where}: {error.message}"
+    return None
 
 
 class SchemaCheck:
@@ -97,17 +119,8 @@ class SchemaCheck:
         """See the module docstring. Raises InvalidRequest for a request schema that does
         not compile."""
         validator = self._validator or request_validator(run.request)
-        text = answer_text(draft)
-        fenced = _FENCE.match(text)
-        try:
-            value = json.loads(fenced.group(1) if fenced else text)
-        except json.JSONDecodeError as exc:
-            return Verdict(False, f"not JSON: {exc.msg} at character {exc.pos}")
-        error = jsonschema.exceptions.best_match(validator.iter_errors(value))
-        if error is not None:
-            where = "/".join(str(p) for p in error.absolute_path) or "(root)"
-            return Verdict(False, f"schema: {where}: {error.message}")
-        return Verdict(True, "satisfies the schema")
+        problem = schema_problem(validator, answer_text(draft))
+        return Verdict(problem is None, problem or "satisfies the schema")
 
 
 def request_validator(request: ChatRequest) -> jsonschema.protocols.Validator:

@@ -3,7 +3,7 @@ request path asks which strategy serves a request."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -42,11 +42,27 @@ class Legs(Protocol):
 
     left: int
 
-    async def complete(self, request: ChatRequest, pool: str) -> tuple[Backend, dict[str, Any]]:
-        """``request`` (non-streamed) served by ``pool`` with failover inside the pool;
-        the backend that answered and its JSON. Raises NoBackendAvailable when the budget
+    async def complete(self, request: ChatRequest, pool: str, reserve: int = 0
+                       ) -> tuple[Backend, dict[str, Any]]:
+        """``request`` (non-streamed) served by ``pool`` with failover inside the pool,
+        keeping ``reserve`` attempts back for later legs; the backend that answered and its
+        JSON. Raises NoBackendAvailable when the budget
         is spent or no backend of ``pool`` answers, PermissionDenied when the caller may
         not use ``pool``, or the engine's own 4xx."""
+        ...
+
+    async def stream(self, request: ChatRequest, pools: Sequence[str]
+                     ) -> tuple[Backend, AsyncIterator[bytes]]:
+        """``request`` (streamed) through dispatch's relay: failover before the first
+        chunk, the fuse's handoffs after it. Candidates: the best backend of ``pools[0]``,
+        then every backend of each later pool, then the rest of ``pools[0]`` (so a handoff
+        goes to the next pool first). The backend that opened and the client's SSE bytes
+        (ending with ``[DONE]`` or an error event). Raises as ``complete`` does."""
+        ...
+
+    def best_score(self, request: ChatRequest, pool: str) -> float | None:
+        """The anchor's best total score (0–1) for ``request`` among ``pool``'s backends;
+        None when every backend is filtered out."""
         ...
 
 
@@ -67,10 +83,13 @@ class Run:
 class Served:
     """A Runner's answer: a non-streamed OpenAI ``body`` (a streamed request gets it as
     SSE chunks) and the ``headers`` it adds (``x-llmroute-backend``, ``x-llmroute-pool``
-    and the kind's own)."""
+    and the kind's own); or, for a streamed request the runner streams itself, the SSE
+    bytes ``stream`` (``body`` then holds what is known before the stream: its
+    ``llmroute`` extension and the usage of earlier legs)."""
 
     body: dict[str, Any]
     headers: dict[str, str] = field(default_factory=dict)
+    stream: AsyncIterator[bytes] | None = None
 
 
 class Runner(Protocol):

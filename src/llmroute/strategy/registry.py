@@ -13,7 +13,9 @@ from typing import Annotated, Any, Union
 
 from pydantic import Field, TypeAdapter
 
+from llmroute.strategy.cascade import CascadeSpec, build_cascade
 from llmroute.strategy.human import HumanSpec, build_human
+from llmroute.strategy.pipeline import PipelineSpec, build_pipeline
 from llmroute.strategy.protocol import KindContext, Strategy
 from llmroute.strategy.single import SingleSpec, build_single
 from llmroute.strategy.spec import StrategySpec
@@ -84,9 +86,12 @@ class KindRegistry:
 
 
 def register_builtins() -> KindRegistry:
-    """A registry holding every built-in kind: ``single``, ``human``, ``verify``."""
+    """A registry holding every built-in kind: ``single``, ``human``, ``verify``,
+    ``pipeline``, ``cascade``."""
     registry = KindRegistry()
     registry.register(Kind("single", SingleSpec, build_single))
     registry.register(Kind("human", HumanSpec, build_human))
     registry.register(Kind("verify", VerifySpec, build_verify))
+    registry.register(Kind("pipeline", PipelineSpec, build_pipeline))
+    registry.register(Kind("cascade", CascadeSpec, build_cascade))
     return registry

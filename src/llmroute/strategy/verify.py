@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from llmroute.errors import LLMRouteError
+from llmroute.strategy.answers import without_logprobs
 from llmroute.strategy.checks import (
     JudgeCheck,
     LogprobCheck,
@@ -195,8 +196,7 @@ class VerifyStrategy:
                 verdict: Verdict, pools: list[str]) -> Served:
         body = dict(answer)
         if self._check.wants_logprobs and not run.request.body.get("logprobs"):
-            body["choices"] = [{k: v for k, v in c.items() if k != "logprobs"}
-                               if isinstance(c, dict) else c for c in body.get("choices", [])]
+            body = without_logprobs(body)
         note = {"verified": {"true": True, "false": False}.get(flag), "check":
                 self._check.name, "reason": verdict.reason, "pools": pools}
         extension = body.get("llmroute")

@@ -117,4 +117,5 @@ def test_a_kind_registers_once():
     registry = register_builtins()
     with pytest.raises(ValueError, match="already registered"):
         registry.register(Kind("single", SingleSpec, build_single))
-    assert registry.names == ("single", "human", "verify")
+    assert registry.names == ("single", "human", "verify", "pipeline",
+                              "cascade")

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from fakes.router import make_config, open_router
+from fakes.router import open_router, strategy_config
 from fakes.upstream import serve_upstream
 from llmroute.errors import ConfigError
 
@@ -25,18 +25,11 @@ def verify_yaml(check: str, extra: str = "") -> str:
             f"check: {check}\n{extra}")
 
 
-def config(ups, folder, **extra):
-    backends = [{"id": f"{pool}-{i}", "pool": pool, "base_url": up.base_url}
-                for pool, group in ups.items() for i, up in enumerate(group)]
-    return make_config(backends, gate={"kind": "rules"},
-                       strategies={"dir": str(folder), "watch": False}, **extra)
-
-
 async def ask(ups, tmp_path, yaml_text, body=BODY, **extra):
     folder = tmp_path / "s"
     folder.mkdir(exist_ok=True)
     (folder / "checked.yaml").write_text(yaml_text, encoding="utf-8")
-    async with open_router(config(ups, folder, **extra)) as (_, client):
+    async with open_router(strategy_config(ups, folder, **extra)) as (_, client):
         return await client.post(CHAT, json=body)
 
 
