@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
+from fakes.http import serve_app
 from fakes.router import make_config, open_router
 from fakes.upstream import serve_upstream
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -55,15 +56,8 @@ async def otlp_receiver() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
 
     app = web.Application()
     app.router.add_post("/v1/traces", export)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}/v1/traces", spans
-    finally:
-        await runner.cleanup()
+    async with serve_app(app) as url:
+        yield f"{url}/v1/traces", spans
 
 
 def _span(s: Any, service: str) -> dict[str, Any]:
