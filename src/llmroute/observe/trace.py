@@ -55,8 +55,9 @@ def trace_id_of(traceparent: str | None) -> str | None:
 def parent_span_of(traceparent: str | None) -> str | None:
     """The parent-id (16 hex digits) of a valid W3C ``traceparent``, else None."""
     m = _TRACEPARENT.match(traceparent.strip().lower()) if traceparent else None
-    ok = m is not None and m.group(1) != _ZERO_TRACE and m.group(2) != _ZERO_SPAN
-    return m.group(2) if ok and m is not None else None
+    if m is None or m.group(1) == _ZERO_TRACE or m.group(2) == _ZERO_SPAN:
+        return None
+    return m.group(2)
 
 
 def w3c_trace_id(trace_id: str) -> str:

@@ -9,16 +9,19 @@ import gzip
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 from aiohttp import web
 from fakes.http import serve_app
 from fakes.router import make_config, open_router
 from fakes.upstream import serve_upstream
+from hypothesis import given
+from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
 
-from llmroute.observe.trace import w3c_trace_id
+from llmroute.observe.trace import parent_span_of, w3c_trace_id
 
 CHAT = "/v1/chat/completions"
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -161,3 +164,18 @@ async def test_an_unreachable_collector_costs_the_requests_nothing():
         rs = [await client.post(CHAT, json=chat()) for _ in range(3)]
         await asyncio.wait_for(rt.observer.close(), 30)
     assert [r.status_code for r in rs] == [200] * 3
+
+
+@pytest.mark.parametrize(("header", "parent"), [
+    (TP, PARENT), (TP.upper(), PARENT), (f"00-{TRACE}-{'0' * 16}-01", None),
+    (f"00-{'0' * 32}-{PARENT}-01", None), ("00-zz-11-01", None), ("", None), (None, None)],
+    ids=["valid", "upper-case", "zero-span", "zero-trace", "malformed", "empty", "absent"])
+def test_the_parent_span_of_a_traceparent(header, parent):
+    assert parent_span_of(header) == parent
+
+
+@given(st.text(max_size=64))
+def test_every_id_maps_to_a_valid_w3c_trace_id(rid):
+    tid = w3c_trace_id(rid)
+    assert len(tid) == 32 and set(tid) <= set("0123456789abcdef") and tid != "0" * 32
+    assert w3c_trace_id(tid) == tid
