@@ -5,7 +5,8 @@ LiteLLM proxy, all in one run against the same fast local upstream.
 
 Paths (interleaved round by round): ``direct`` (client → upstream), ``passthrough`` (the floor:
 Starlette + uvicorn + aiohttp, no routing), ``llmroute`` (gate off), ``llmroute-gate`` (gate
-on), ``litellm`` (LiteLLM proxy from PyPI, installed by this script in its own virtual
+on), ``llmroute-observed`` (gate off; the trace, metrics, the per-request log line at info
+level, to the server's log file, and the SQLite decision audit all on), ``litellm`` (LiteLLM proxy from PyPI, installed by this script in its own virtual
 environment under ``$LLMROUTE_CACHE/bench``) and, at 1 client only, four controls:
 ``llmroute-pause``, llmroute with the gate off whose requests first wait (``asyncio.sleep``,
 no work) as long as the gate took in the gate-on run just before (``bench/lib/paused.py``),
@@ -86,8 +87,12 @@ def _chat_ok(url: str, path: str = "/v1/chat/completions") -> bool:
         return resp.status == 200
 
 
-def _llmroute_config(work: Path, upstream: str, gate: bool) -> Path:
-    path = work / ("llmroute-gate.yaml" if gate else "llmroute.yaml")
+def _llmroute_config(work: Path, upstream: str, gate: bool, observed: bool = False) -> Path:
+    path = work / ("llmroute-gate.yaml" if gate else
+                   "llmroute-observed.yaml" if observed else "llmroute.yaml")
+    audit = work / "observed-audit.sqlite3"
+    if observed:
+        audit.unlink(missing_ok=True)
     path.write_text(f"""\
 pools: {{bench: {{}}}}
 backends:
@@ -95,7 +100,7 @@ backends:
      context_length: 32768}}
 routing: {{default_pool: bench}}
 gate: {{kind: {'semantic' if gate else 'off'}}}
-""")
+""" + (f"""observe: {{log_requests: true, audit: {{path: "{audit}"}}}}\n""" if observed else ""))
     return path
 
 
@@ -124,6 +129,9 @@ def start_all(work: Path, console: Console) -> dict[str, _procs.Server]:
                      "--port", "{port}", "--log-level", "warning"],
         "llmroute-gate": [llmroute, "serve", "--config", str(_llmroute_config(work, up.url, True)),
                           "--port", "{port}", "--log-level", "warning"],
+        "llmroute-observed": [llmroute, "serve", "--config",
+                              str(_llmroute_config(work, up.url, False, observed=True)),
+                              "--port", "{port}", "--log-level", "info"],
         "llmroute-pause": [py, str(LIB / "paused.py"), "{port}",
                            str(_llmroute_config(work, up.url, False))],
         "litellm": [str(litellm_bin(console)), "--config", str(_litellm_config(work, up.url)),

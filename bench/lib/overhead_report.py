@@ -64,7 +64,7 @@ def plot(rows: dict, out: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    paths = ["passthrough", "llmroute", "llmroute-gate", "litellm"]
+    paths = ["passthrough", "llmroute", "llmroute-gate", "llmroute-observed", "litellm"]
     loads = [("closed", 1), ("closed", 16), ("closed", 128)]
     fig, axes = plt.subplots(1, len(loads), figsize=(13, 4))
     for ax, load in zip(axes, loads):
@@ -103,12 +103,28 @@ def key_figures(rows: dict, gate_p50_ms: dict[str, float]) -> dict:
             rows[(lr, sixteen, True)]["cpu_us_per_chunk"]
             / rows[(ll, sixteen, True)]["cpu_us_per_chunk"], 4),
         "added_p50_ms_gate_on": round(rows[("llmroute-gate", one, False)]["added_p50"], 3),
+        **_observed(rows),
         "gate_p50_ms": round(gate_p50_ms["router"], 3),
         "gate_p50_ms_in_process_paced": round(gate_p50_ms["paced"], 3),
         "gate_p50_ms_in_process_back_to_back": round(gate_p50_ms["back_to_back"], 3),
         **_paused(rows, gate_p50_ms),
         "machine": f"{platform.machine()}, {len(__import__('os').sched_getaffinity(0))} cores",
     }
+
+
+def _observed(rows: dict) -> dict:
+    """With everything observed (``llmroute-observed``): its throughput at 16 clients over
+    plain llmroute's, its added p50 at 1 client (vs direct, ms) and that minus llmroute's
+    (what observing adds); empty when the path was not measured."""
+    obs, lr, one, sixteen = "llmroute-observed", "llmroute", ("closed", 1), ("closed", 16)
+    if (obs, one, False) not in rows:
+        return {}
+    added = rows[(obs, one, False)]["added_p50"]
+    return {"observed_throughput_ratio": round(
+                rows[(obs, sixteen, False)]["rps"] / rows[(lr, sixteen, False)]["rps"], 3),
+            "added_p50_ms_observed": round(added, 3),
+            "added_p50_ms_observed_vs_llmroute": round(
+                added - rows[(lr, one, False)]["added_p50"], 3)}
 
 
 def _paused(rows: dict, gate_p50_ms: dict[str, float]) -> dict:
@@ -163,6 +179,11 @@ def report(cells: dict, servers: dict, gate_p50_ms: dict[str, float], console: C
         ("gate on: added p50 ≤ gate p50 + 1.0 ms",
          figures["added_p50_ms_gate_on"] <= figures["gate_p50_ms"] + 1.0),
     ]
+    if "observed_throughput_ratio" in figures:
+        targets += [("observed: throughput ≥ 0.9× llmroute (16 clients)",
+                     figures["observed_throughput_ratio"] >= 0.9),
+                    ("observed: added p50 at 1 client ≤ 1.0 ms",
+                     figures["added_p50_ms_observed"] <= 1.0)]
     for name, ok in targets:
         console.print(f"{'met ' if ok else 'MISS'}  {name}")
     _controls(figures, console)

@@ -20,13 +20,43 @@ class AuditConfig(_Strict):
     queue: int = Field(10000, ge=1)
 
 
+class OtlpConfig(_Strict):
+    """OpenTelemetry export of finished traces over OTLP/HTTP (protobuf). ``endpoint``: the
+    collector's traces URL (e.g. ``http://otel-collector:4318/v1/traces``); ``headers``
+    sent with each export; ``service_name``: the ``service.name`` resource attribute;
+    ``timeout_s``: one export's limit; ``queue``: spans that may wait for the exporter's
+    thread before new ones are dropped."""
+
+    endpoint: str = Field(min_length=1)
+    headers: dict[str, str] = {}
+    service_name: str = "llmroute"
+    timeout_s: float = Field(10.0, gt=0)
+    queue: int = Field(8192, ge=1)
+
+
+class TraceStoreConfig(_Strict):
+    """Finished traces kept in SQLite too, so ``GET /trace/{id}`` finds them after they
+    leave the ring or the router restarts. ``path``: the database (None: off);
+    ``retention_days``: older traces are pruned (None: kept); ``max_traces``: at most
+    this many are kept (the oldest go first); ``queue``: traces that may wait for the
+    writer before new ones are dropped (and counted)."""
+
+    path: str | None = None
+    retention_days: float | None = Field(7.0, gt=0)
+    max_traces: int = Field(100_000, ge=1)
+    queue: int = Field(10000, ge=1)
+
+
 class ObserveConfig(_Strict):
     """``trace_ring``: finished traces kept in memory for ``GET /trace/{id}`` (0: none);
     ``log_requests``: one structured log line per request; ``log_prompts``: that line
     carries the prompt and answer text too (off: never logged); ``audit``: see
-    AuditConfig."""
+    AuditConfig; ``otlp``: see OtlpConfig (None: no export); ``trace_store``: see
+    TraceStoreConfig."""
 
     trace_ring: int = Field(1000, ge=0)
     log_requests: bool = True
     log_prompts: bool = False
     audit: AuditConfig = AuditConfig()
+    otlp: OtlpConfig | None = None
+    trace_store: TraceStoreConfig = TraceStoreConfig()

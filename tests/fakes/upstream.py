@@ -44,13 +44,15 @@ UPSTREAM = web.AppKey("upstream", "Upstream")
 
 @dataclass
 class Upstream:
-    """A running fake engine: ``base_url``, the ``requests`` bodies it received, and how many
+    """A running fake engine: ``base_url``, the ``requests`` bodies it received (and their
+    ``headers``, lower-case names), and how many
     streams were ``cancelled`` by the router closing the connection."""
 
     script: list[Any]
     reply: str = "Hello from the fake engine."
     echo: bool = False
     requests: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
     cancelled: int = 0
     base_url: str = ""
     tokenize: Any = 0
@@ -110,6 +112,7 @@ async def _handle(request: web.Request) -> web.StreamResponse:
     up: Upstream = request.app[UPSTREAM]
     body = await request.json()
     up.requests.append(body)
+    up.headers.append({k.lower(): v for k, v in request.headers.items()})
     step = up.next_step()
     kind = step[0] if isinstance(step, tuple) else step
     if kind == "context":

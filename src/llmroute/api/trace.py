@@ -1,5 +1,5 @@
 """``GET /trace/{request_id}``: one request's trace (``observe/trace.py``) as JSON, from
-the in-memory ring of recent traces; the id is the request's ``x-request-id`` (the
+the in-memory ring of recent traces, else the trace store when configured; the id is the request's ``x-request-id`` (the
 client's own when it sent one).
 
 An id longer than ``MAX_ID`` characters or with path, query or control characters is a
@@ -28,8 +28,8 @@ async def get_trace(request: Request) -> Response:
     if not rid or len(rid) > MAX_ID or _BAD.search(rid):
         raise InvalidRequest(f"not a request id (1-{MAX_ID} characters, no path, query, "
                              "space or control characters)", param="request_id")
-    trace = rt.observer.ring.get(rid)
+    trace = await rt.observer.find(rid)
     if trace is None:
-        raise NotFound(f"no trace for request {rid!r} (unknown, or no longer in the ring of "
-                       "recent traces)", param="request_id")
+        raise NotFound(f"no trace for request {rid!r} (unknown, or no longer kept)",
+                       param="request_id")
     return json_response(trace.to_json())

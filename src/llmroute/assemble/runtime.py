@@ -35,6 +35,7 @@ from llmroute.local.engines import EngineFleet, EngineSpec
 from llmroute.observe.fuse_events import FuseEventStore
 from llmroute.observe.metrics import Metrics
 from llmroute.observe.observer import make_observer
+from llmroute.observe.trace import TraceContext
 from llmroute.observe.signals import SignalCollector
 from llmroute.runtime import Runtime
 from llmroute.state.breakers import FleetBreakers
@@ -76,7 +77,8 @@ def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSe
     profile = build_profile(config.anchor, register_builtins(), shared)
     store = SignalStore(config.anchor.stale_after_s)
     stats = RouterStats.for_backends(list(backends), store.fresh, breaker.views, store.dark)
-    client = BackendClient(session, config.timeouts)
+    context = TraceContext()
+    client = BackendClient(session, config.timeouts, context.traceparent)
     send = dispatch_deps(config, backends, client, breaker, stats, shared.affinity)
     handoffs = handoff_store(config)
     strategy = make_book(config, backends, send.wall_clock, send.metrics.registry, handoffs)
@@ -84,7 +86,8 @@ def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSe
     send.metrics.registry.register(score_gauges(backends, profile, stats, send.clock))
     return Runtime(config, backends, make_gate(config), strategy, profile, breaker, stats,
                    send.metrics, send.fuse_events, send, send.clock, send.wall_clock,
-                   make_observer(config.observe, send.metrics), signals=store, fleet=fleet,
+                   make_observer(config.observe, send.metrics, context), signals=store,
+                   fleet=fleet,
                    policy=build_policy(config, send.clock, send.wall_clock,
                                        registry=send.metrics.registry),
                    handoffs=handoffs,
@@ -129,8 +132,7 @@ async def open_runtime(config: Config, progress: Progress | None = None
         stack.callback(rt.fuse_events.close)
         if rt.handoffs is not None:
             stack.callback(rt.handoffs.close)
-        if rt.observer.audit is not None:
-            stack.push_async_callback(rt.observer.audit.close)
+        stack.push_async_callback(rt.observer.close)
         if rt.policy is not None:
             stack.callback(rt.policy.keys.close)
             stack.push_async_callback(rt.policy.store.close)

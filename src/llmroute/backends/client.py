@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,8 +51,10 @@ def upstream_body(backend: Backend, body: dict[str, Any]) -> dict[str, Any]:
     return {**body, "model": backend.model}
 
 
-def _headers(backend: Backend, request_id: str) -> dict[str, str]:
+def _headers(backend: Backend, request_id: str, traceparent: str | None) -> dict[str, str]:
     headers = {"content-type": "application/json", "x-request-id": request_id}
+    if traceparent is not None:
+        headers["traceparent"] = traceparent
     if backend.api_key:
         headers["authorization"] = f"Bearer {backend.api_key}"
     return headers
@@ -62,10 +64,14 @@ class BackendClient:
     """Sends requests to engines over one pooled session.
 
     ``timeouts``: connect, TTFT (first byte of the answer), inter-token stall and total, in s.
+    ``traceparent(backend_id)`` gives each call's W3C ``traceparent`` header (None: none;
+    ``observe.trace.TraceContext.traceparent``), once per call, never per chunk.
     """
 
-    def __init__(self, session: aiohttp.ClientSession, timeouts: TimeoutConfig):
+    def __init__(self, session: aiohttp.ClientSession, timeouts: TimeoutConfig,
+                 traceparent: Callable[[str], str | None] | None = None):
         self._session = session
+        self._traceparent = traceparent
         self._timeouts = timeouts
         self._connect = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect_s)
         # a non-streamed request's whole exchange, timed by aiohttp's own timer (one
@@ -135,9 +141,10 @@ class BackendClient:
 
     def _post(self, backend: Backend, endpoint: Endpoint, body: dict[str, Any],
               request_id: str, timeout: aiohttp.ClientTimeout | None = None) -> Any:
+        tp = None if self._traceparent is None else self._traceparent(backend.id)
         return self._session.post(backend.base_url + _PATHS[endpoint],
                                   data=orjson.dumps(upstream_body(backend, body)),
-                                  headers=_headers(backend, request_id),
+                                  headers=_headers(backend, request_id, tp),
                                   timeout=timeout or self._connect)
 
 

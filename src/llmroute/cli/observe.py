@@ -1,4 +1,5 @@
-"""``llmroute trace ID [--url]`` — one request's trace from a running router as a timeline;
+"""``llmroute trace ID [--url | --store PATH]`` — one request's trace from a running router (or
+from the trace store's SQLite file) as a timeline;
 ``llmroute audit verify|show|query`` — the decision audit's hash chain (``observe.audit``).
 
 ``audit verify`` exits 0 when the chain is intact (gaps, decisions the router could not
@@ -24,7 +25,7 @@ from typing import Any
 
 from llmroute.config import load_config
 from llmroute.errors import ConfigError
-from llmroute.observe import audit_chain
+from llmroute.observe import audit_chain, trace_store
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -33,6 +34,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
     trace.add_argument("request_id")
     trace.add_argument("--url", default="http://127.0.0.1:8000", help="the router")
     trace.add_argument("--json", action="store_true", help="print the trace's JSON")
+    trace.add_argument("--store", help="read it from this trace store (observe.trace_store."
+                       "path) instead of asking a router")
     trace.set_defaults(observe_run=show_trace)
     audit = sub.add_parser("audit", help="verify, show or query the decision audit")
     act = audit.add_subparsers(dest="audit_command", required=True)
@@ -51,7 +54,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
 
 
 def show_trace(args: argparse.Namespace) -> int:
-    """Fetch ``GET /trace/{id}`` and print it; 1 when the router answers an error."""
+    """Fetch ``GET /trace/{id}`` (or read the trace store ``--store``) and print it; 1 when
+    the router answers an error or the store has no such trace, 2 when neither is
+    reachable."""
+    if args.store:
+        return _stored_trace(args)
     url = f"{args.url.rstrip('/')}/trace/{urllib.parse.quote(args.request_id, safe='')}"
     headers = {}
     if os.environ.get("LLMROUTE_ADMIN_KEY"):
@@ -66,6 +73,21 @@ def show_trace(args: argparse.Namespace) -> int:
     except urllib.error.URLError as err:
         print(f"llmroute trace: cannot reach {args.url}: {err.reason}", file=sys.stderr)
         return 2
+    print(json.dumps(trace, indent=2) if args.json else timeline(trace))
+    return 0
+
+
+def _stored_trace(args: argparse.Namespace) -> int:
+    try:
+        found = trace_store.read(args.store, args.request_id)
+    except sqlite3.Error as err:
+        print(f"llmroute trace: cannot read {args.store}: {err}", file=sys.stderr)
+        return 2
+    if found is None:
+        print(f"llmroute trace: no trace for request {args.request_id!r} in {args.store}",
+              file=sys.stderr)
+        return 1
+    trace = found.to_json()
     print(json.dumps(trace, indent=2) if args.json else timeline(trace))
     return 0
 

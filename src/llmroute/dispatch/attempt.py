@@ -78,7 +78,8 @@ class Attempt:
         self.deps.breaker.record(self.backend.id, Outcome.SUCCESS, now)
         if self.trace is not None:
             self.trace.attempt(self.backend.id, now - self.started, self.ttft_s,
-                               output_tokens or self.output_tokens, None, ok=True)
+                               output_tokens or self.output_tokens, None, ok=True,
+                               model=self.backend.model)
 
     def fail(self, err: BaseException | None, *, to_breaker: bool = True) -> None:
         """The request failed (``err``) or was abandoned (None: client gone, or handed off
@@ -91,7 +92,7 @@ class Attempt:
                                  ticket=self._take_ticket())
         if self.trace is not None:
             self.trace.attempt(self.backend.id, now - self.started, self.ttft_s,
-                               self.output_tokens, err, ok=False)
+                               self.output_tokens, err, ok=False, model=self.backend.model)
         if to_breaker and isinstance(err, BackendError) and err.retryable:
             self.blame()
         else:

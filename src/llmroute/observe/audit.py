@@ -3,7 +3,7 @@
 ``submit`` puts a record on a bounded asyncio queue and returns at once; when the queue is
 full the record is dropped and counted (``llmroute_audit_dropped_total``) — a request never
 waits on the audit. A background task (started by the first ``submit``) takes what is
-queued, up to ``BATCH`` records, and appends them to the hash chain in a worker thread
+queued, up to ``writer.BATCH`` records, and appends them to the hash chain in a worker thread
 (``asyncio.to_thread``; ``audit_chain.py``). When the database cannot be opened or written
 (missing directory, read-only file, full disk) the batch is dropped, counted
 (``llmroute_audit_failures_total``) and logged once per change of state; once writing works
@@ -13,8 +13,6 @@ oldest records once an hour, at write time.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import sqlite3
 from typing import Any
 
@@ -22,67 +20,24 @@ import structlog
 from prometheus_client import Counter
 
 from llmroute.observe import audit_chain
-
-BATCH = 256
+from llmroute.observe.writer import QueuedWriter
 PRUNE_EVERY_S = 3600.0
 log = structlog.get_logger("llmroute.audit")
 
 
-class AuditLog:
+class AuditLog(QueuedWriter):
     """Append decision records to the SQLite hash chain at ``path``; ``retention_days``
     (None: keep all); ``queue_size`` records may wait; ``dropped``/``failures`` count the
-    records dropped and batches refused."""
+    records dropped and batches refused. ``submit`` a record (JSON-ready, with ``at`` and
+    ``request_id``); ``flush``/``close`` as ``QueuedWriter``'s."""
 
     def __init__(self, path: str, retention_days: float | None, queue_size: int,
                  dropped: Counter, failures: Counter):
+        super().__init__(queue_size, dropped)
         self.path, self._retention = path, retention_days
-        self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(queue_size)
-        self._dropped, self._failures = dropped, failures
-        self._conn: sqlite3.Connection | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._missing = 0  # decisions lost since the last good write
+        self._failures = failures
         self._failing = False
         self._pruned_at = 0.0
-
-    def submit(self, record: dict[str, Any]) -> None:
-        """Queue ``record`` (JSON-ready, with ``at`` and ``request_id``); never waits."""
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._drain())
-        try:
-            self._queue.put_nowait(record)
-        except asyncio.QueueFull:
-            self._missing += 1
-            self._dropped.inc()
-
-    async def flush(self) -> None:
-        """Wait until every queued record has been written (or dropped)."""
-        if self._task is not None:
-            await self._queue.join()
-
-    async def close(self) -> None:
-        """Write what is queued, stop the writer and close the database."""
-        await self.flush()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-        if self._conn is not None:
-            await asyncio.to_thread(self._conn.close)
-            self._conn = None
-
-    async def _drain(self) -> None:
-        while True:
-            batch = [await self._queue.get()]
-            while len(batch) < BATCH and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
-            missing = self._missing  # touched on the loop only
-            try:
-                ok = await asyncio.to_thread(self._write, batch, missing)
-                self._missing += -missing if ok else len(batch)
-            finally:
-                for _ in batch:
-                    self._queue.task_done()
 
     def _write(self, batch: list[dict[str, Any]], missing: int) -> bool:
         """Append ``batch`` (after a ``gap`` record when ``missing`` decisions were lost);

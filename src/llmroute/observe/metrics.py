@@ -123,6 +123,14 @@ class Metrics:
                                      "dropped because the write queue was full", registry=r)
         self.audit_failures = Counter("llmroute_audit_failures", "Decision-audit batches the "
                                       "disk refused (missing, read-only or full)", registry=r)
+        self.decision = Histogram("llmroute_decision_duration_seconds", "Routing decision "
+                                  "time per request: gate + strategy + anchor",
+                                  buckets=GATE_BUCKETS, registry=r)
+        self.trace_store_dropped = Counter("llmroute_trace_store_dropped", "Traces not "
+                                           "stored because the write queue was full",
+                                           registry=r)
+        self.trace_store_failures = Counter("llmroute_trace_store_failures", "Trace-store "
+                                            "batches the disk refused", registry=r)
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every family."""

@@ -1,8 +1,9 @@
 """The Observer: where a request's trace ends up. ``recorder`` starts one (the exchange
 calls it as a request arrives); ``finish`` turns it into an immutable ``Trace`` and hands
-that to the trace ring (``GET /trace/{id}``), the metrics, the per-request log line and
-the decision audit. Everything here is in memory and cheap; the audit's disk writes happen
-in its own task (``audit.py``).
+that to the trace ring (``GET /trace/{id}``), the metrics, the per-request log line, the
+decision audit, the trace store and the OTLP export. Everything here is in memory and
+cheap; disk writes happen in the writers' own tasks (``audit.py``, ``trace_store.py``) and
+OTLP posts in the exporter's thread (``otlp.py``).
 """
 
 from __future__ import annotations
@@ -18,10 +19,13 @@ import structlog
 from llmroute.config_observe import ObserveConfig
 from llmroute.observe.audit import AuditLog
 from llmroute.observe.metrics import Metrics
-from llmroute.observe.trace import Recorder, Trace, trace_id_of
+from llmroute.observe.otlp import OtlpExport, make_export
+from llmroute.observe.trace import Recorder, Trace, TraceContext, parent_span_of, trace_id_of
+from llmroute.observe.trace_store import TraceStore
 
 log = structlog.get_logger("llmroute.request")
 SUMMARY_KEYS = ("tenant", "key_id", "intent", "strategy", "pool", "backend")
+DECISION_STEPS = frozenset(("gate", "strategy", "anchor"))
 
 
 class TraceRing:
@@ -51,18 +55,28 @@ class TraceRing:
 
 
 class Observer:
-    """Traces, metrics, the log line and the audit for every request (``config``);
-    ``audit`` is None when the audit is off."""
+    """Traces, metrics, the log line, the audit, the trace store and the OTLP export for
+    every request (``config``); ``audit``, ``store`` and ``otlp`` are None when off;
+    ``context`` hands the current request to the engine client (``traceparent``)."""
 
-    def __init__(self, config: ObserveConfig, metrics: Metrics, audit: AuditLog | None):
+    def __init__(self, config: ObserveConfig, metrics: Metrics, audit: AuditLog | None,
+                 context: TraceContext | None = None, store: TraceStore | None = None,
+                 otlp: OtlpExport | None = None):
         self.config, self.metrics, self.audit = config, metrics, audit
+        self.context, self.store, self.otlp = context or TraceContext(), store, otlp
         self.ring = TraceRing(config.trace_ring)
         self._series: dict[tuple[str, ...], Any] = {}  # labelled children, looked up once
 
     def recorder(self, request_id: str, headers: Mapping[str, str]) -> Recorder:
-        """A recorder for a request arriving now; the trace id is the W3C ``traceparent``'s
-        when the request carries one, else the request id."""
-        return Recorder(request_id, trace_id_of(headers.get("traceparent")) or request_id)
+        """A recorder for a request arriving now, made the current one for its engine
+        calls; the trace id is the W3C ``traceparent``'s when the request carries one (its
+        parent-id the request span's parent), else the request id."""
+        tp = headers.get("traceparent")
+        rec = Recorder(request_id, trace_id_of(tp) or request_id)
+        if tp is not None:
+            rec.parent_span_id = parent_span_of(tp)
+        self.context.enter(rec)
+        return rec
 
     def finish(self, rec: Recorder) -> Trace:
         """Close ``rec``'s trace and record it everywhere; returns it."""
@@ -73,7 +87,26 @@ class Observer:
             log.info("request", **self._line(trace, rec))
         if self.audit is not None:
             self.audit.submit(audit_record(trace))
+        if self.store is not None:
+            self.store.put(trace)
+        if self.otlp is not None:
+            self.otlp.export(trace)
         return trace
+
+    async def find(self, request_id: str) -> Trace | None:
+        """The trace of ``request_id``: from the ring, else from the trace store (None:
+        unknown or forgotten)."""
+        trace = self.ring.get(request_id)
+        if trace is None and self.store is not None:
+            trace = await self.store.get(request_id)
+        return trace
+
+    async def close(self) -> None:
+        """Write what the audit and the trace store have queued and export the spans
+        still queued; close them."""
+        for part in (self.audit, self.store, self.otlp):
+            if part is not None:
+                await part.close()
 
     def _measure(self, trace: Trace, stream: bool) -> None:
         s, m = trace.summary, self.metrics
@@ -86,7 +119,10 @@ class Observer:
         tokens_in.observe(s.get("tokens_in", 0))
         out = s.get("tokens_out", 0)
         tokens_out.observe(out)
+        decision = 0.0
         for step in trace.steps:
+            if step.name in DECISION_STEPS:
+                decision += step.duration_ms
             if step.name == "gate":
                 m.gate.labels(step.fields["source"]).observe(step.duration_ms / 1000)
             elif step.name == "attempt" and stream and step.fields["ttft_ms"] is not None:
@@ -94,6 +130,8 @@ class Observer:
                 _bump(m.melt.legs, step.fields["backend"])
             elif step.name == "handoff":
                 _bump(m.melt.handoffs, step.fields["backend"])
+        if decision:
+            m.decision.observe(decision / 1000)
         first = s.get("ttft_ms")
         if stream and first is not None:
             ttft.observe(first / 1000)
@@ -134,10 +172,15 @@ def _bump(counts: dict[str, int], key: str) -> None:
     counts[key] = counts.get(key, 0) + 1
 
 
-def make_observer(config: ObserveConfig, metrics: Metrics) -> Observer:
-    """The Observer for ``config`` over ``metrics`` (the audit only when it has a path; no
-    I/O: its database opens on the first write)."""
-    a = config.audit
+def make_observer(config: ObserveConfig, metrics: Metrics,
+                  context: TraceContext | None = None) -> Observer:
+    """The Observer for ``config`` over ``metrics`` and ``context`` (the audit and the trace
+    store only when they have a path, the export only when configured; no I/O: databases
+    open on their first write, the exporter connects on its first batch)."""
+    a, t = config.audit, config.trace_store
     audit = None if a.path is None else AuditLog(a.path, a.retention_days, a.queue,
                                                  metrics.audit_dropped, metrics.audit_failures)
-    return Observer(config, metrics, audit)
+    store = None if t.path is None else TraceStore(t, metrics.trace_store_dropped,
+                                                   metrics.trace_store_failures)
+    otlp = None if config.otlp is None else make_export(config.otlp)
+    return Observer(config, metrics, audit, context, store, otlp)

@@ -11,22 +11,34 @@ and a fallback reached only by filtering has score 0), one ``attempt`` per backe
 (status, TTFT, output tokens, error), each ``handoff`` or ``dead_end`` (from, to, reason,
 token, entropy window) and the ``response`` (status, usage, finish reason).
 
-Costs: a few list appends and ``perf_counter`` calls per request; nothing per chunk.
+W3C trace context: the request is one span (``span_id``, 16 hex digits, new per request)
+in the trace ``w3c_trace_id`` (the incoming ``traceparent``'s, else the request id when it
+is 32 hex digits, as generated ids are, else a digest of it); each engine call carries a
+``traceparent`` naming its own new span id, whose parent is the request span
+(``TraceContext``), and the attempt step that call settles keeps that ``span_id``.
+
+Costs: a few list appends and ``perf_counter`` calls per request, one ``os.urandom`` per
+request and per engine call; nothing per chunk.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import os
 import re
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 from llmroute.errors import LLMRouteError
 from llmroute.types import Candidate, Intent
 
-_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$")
+_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
+_HEX32 = re.compile(r"^[0-9a-f]{32}$")
 _ZERO_TRACE = "0" * 32
+_ZERO_SPAN = "0" * 16
 
 Fields = dict[str, Any]
 
@@ -38,6 +50,28 @@ def trace_id_of(traceparent: str | None) -> str | None:
         return None
     m = _TRACEPARENT.match(traceparent.strip().lower())
     return m.group(1) if m and m.group(1) != _ZERO_TRACE else None
+
+
+def parent_span_of(traceparent: str | None) -> str | None:
+    """The parent-id (16 hex digits) of a valid W3C ``traceparent``, else None."""
+    m = _TRACEPARENT.match(traceparent.strip().lower()) if traceparent else None
+    if m is None or m.group(1) == _ZERO_TRACE or m.group(2) == _ZERO_SPAN:
+        return None
+    return m.group(2)
+
+
+def w3c_trace_id(trace_id: str) -> str:
+    """``trace_id`` when it is a valid W3C trace id (32 lowercase hex digits, not all
+    zeros), else the first 32 hex digits of its BLAKE2b digest (a client's own request id:
+    the same id always maps to the same trace)."""
+    if _HEX32.match(trace_id) and trace_id != _ZERO_TRACE:
+        return trace_id
+    return hashlib.blake2b(trace_id.encode(), digest_size=16).hexdigest()
+
+
+def new_span_id() -> str:
+    """A new random span id: 16 hex digits."""
+    return os.urandom(8).hex()
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,12 +102,26 @@ class Trace:
     status: int
     summary: Fields
     steps: tuple[Step, ...]
+    span_id: str = ""
+    parent_span_id: str | None = None
 
     def to_json(self) -> Fields:
         """The JSON answer of ``GET /trace/{request_id}``."""
         return {"request_id": self.request_id, "trace_id": self.trace_id, "at": self.at,
                 "duration_ms": round(self.duration_ms, 3), "status": self.status,
+                "span_id": self.span_id, "parent_span_id": self.parent_span_id,
                 **self.summary, "steps": [s.to_json() for s in self.steps]}
+
+    @classmethod
+    def from_json(cls, obj: Fields) -> Trace:
+        """The trace ``to_json`` wrote (a stored trace). Raises KeyError or TypeError when
+        ``obj`` is not such a JSON object."""
+        obj = dict(obj)
+        head = [obj.pop(k) for k in ("request_id", "trace_id", "at", "duration_ms", "status")]
+        span, parent = obj.pop("span_id", ""), obj.pop("parent_span_id", None)
+        steps = tuple(Step(s.pop("step"), s.pop("start_ms"), s.pop("duration_ms"), s)
+                      for s in map(dict, obj.pop("steps")))
+        return cls(*head, summary=obj, steps=steps, span_id=span, parent_span_id=parent)
 
 
 @dataclass(slots=True)
@@ -95,6 +143,17 @@ class Recorder:
     summary: Fields = field(default_factory=dict)
     prompt: str | None = None
     answer: str | None = None
+    span_id: str = field(default_factory=new_span_id)
+    parent_span_id: str | None = None
+    calls: dict[str, list[str]] = field(default_factory=dict)
+
+    def traceparent(self, backend_id: str) -> str:
+        """The ``traceparent`` header of a new engine call on ``backend_id``: this trace,
+        a new span id (kept for the attempt step it settles; the newest call on a backend
+        settles first), sampled."""
+        span = new_span_id()
+        self.calls.setdefault(backend_id, []).append(span)
+        return f"00-{w3c_trace_id(self.trace_id)}-{span}-01"
 
     def step(self, name: str, **fields: Any) -> float:
         """Record step ``name`` from the end of the previous one (the arrival, for the
@@ -136,9 +195,11 @@ class Recorder:
              "scores": {k: round(v, 4) for k, v in c.scores.items()}} for c in candidates])
 
     def attempt(self, backend: str, duration_s: float, ttft_s: float | None, tokens: int,
-                err: BaseException | None, *, ok: bool) -> None:
-        """One settled attempt on ``backend`` that took ``duration_s`` (ending now): ``ok``,
-        or failed with ``err`` (None and not ok: abandoned — handed off or client gone)."""
+                err: BaseException | None, *, ok: bool, model: str | None = None) -> None:
+        """One settled attempt on ``backend`` (serving ``model``) that took ``duration_s``
+        (ending now): ``ok``, or failed with ``err`` (None and not ok: abandoned — handed
+        off or client gone); it keeps the span id of the newest engine call on
+        ``backend`` (None when the call carried none)."""
         start = time.perf_counter() - duration_s
         ttft = None if ttft_s is None else round(ttft_s * 1000, 3)
         if ok:
@@ -146,8 +207,10 @@ class Recorder:
         if ttft is not None and "ttft_ms" not in self.summary:
             self.summary["ttft_ms"] = round((start - self.t0) * 1000 + ttft, 3)
         self.summary["tokens_out"] = self.summary.get("tokens_out", 0) + tokens
+        calls = self.calls.get(backend)
         self.steps.append(Step("attempt", (start - self.t0) * 1000, duration_s * 1000, {
-            "backend": backend, "ok": ok,
+            "backend": backend, "ok": ok, "model": model,
+            "span_id": calls.pop() if calls else None,
             "status": 200 if ok else getattr(err, "upstream_status", None),
             "ttft_ms": ttft, "tokens": tokens,
             "error": getattr(err, "message", None) if err is not None else None,
@@ -207,7 +270,27 @@ class Recorder:
             "status": self.status, "usage": self.summary.get("usage"),
             "finish_reason": self.summary.get("finish_reason")}))
         return Trace(self.request_id, self.trace_id, self.at, total, self.status,
-                     self.summary, tuple(sorted(self.steps, key=_start)))
+                     self.summary, tuple(sorted(self.steps, key=_start)), self.span_id,
+                     self.parent_span_id)
+
+
+class TraceContext:
+    """The request being served, for the engine client's ``traceparent`` header: set by
+    the Observer as a request arrives (a ``ContextVar``: each request's task, and the
+    tasks it starts, see their own), read once per engine call."""
+
+    def __init__(self) -> None:
+        self._current: ContextVar[Recorder | None] = ContextVar("llmroute_trace", default=None)
+
+    def enter(self, rec: Recorder) -> None:
+        """``rec`` is the request the current task serves from now on."""
+        self._current.set(rec)
+
+    def traceparent(self, backend_id: str) -> str | None:
+        """The ``traceparent`` for a new engine call on ``backend_id`` from the current
+        request (None outside one)."""
+        rec = self._current.get()
+        return None if rec is None else rec.traceparent(backend_id)
 
 
 def failure(exc: BaseException) -> tuple[int, str]:

@@ -13,6 +13,7 @@ import pytest
 from aiohttp import web
 from fakes.anchor_ctx import signals
 from fakes.clock import FakeClock
+from fakes.http import serve_app
 from structlog.testing import capture_logs
 
 from llmroute.anchor.collector import Collector, next_delay
@@ -115,15 +116,8 @@ async def serve(routes: dict[str, web.StreamResponse | str | float | int]
 
     app = web.Application()
     app.router.add_get("/{tail:.*}", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
+    async with serve_app(app) as url:
+        yield url
 
 
 async def test_emulator_and_vllm_metrics_over_http():
