@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import textwrap
 import threading
 from collections.abc import Iterator
@@ -19,7 +18,6 @@ import aiohttp
 import hypothesis
 import requests
 import schemathesis
-import uvicorn
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import GenerationMode
 
@@ -27,6 +25,7 @@ from fakes.clock import FakeClock
 from fakes.router import make_config
 from fakes.upstream import serve_upstream
 from llmroute.api.app import create_app
+from llmroute.api.server import serve_in_background
 from llmroute.assemble.policy import build_policy
 from llmroute.assemble.runtime import make_backends, wire
 from llmroute.policy.issue import issue_key
@@ -156,11 +155,16 @@ def serve_router(tmp: Path) -> Iterator[tuple[str, dict[str, list[str]]]]:
     out: dict[str, Any] = {}
 
     def main() -> None:
-        asyncio.run(_serve(tmp, out, ready, stop))
+        try:
+            asyncio.run(_serve(tmp, out, ready, stop))
+        except BaseException as exc:
+            out["error"] = repr(exc)
+            ready.set()
+            raise
 
     thread = threading.Thread(target=main, daemon=True)
     thread.start()
-    assert ready.wait(60), out.get("error")
+    assert ready.wait(60) and "error" not in out, out.get("error")
     try:
         yield out["url"], out["known"]
     finally:
@@ -198,19 +202,10 @@ async def _serve(tmp: Path, out: dict[str, Any], ready: threading.Event,
         known = {"key": [issued[0][0]], "key_id": [k.id for _, k in issued[1:]],
                  "tenant": ["fuzz"], "ticket": [],
                  "model": ["auto", "general", *{b.model for b in rt.backends.values()}]}
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        server = uvicorn.Server(uvicorn.Config(create_app(cfg, runtime=rt), log_level="error",
-                                               lifespan="off"))
-        task = asyncio.create_task(server.serve(sockets=[sock]))
-        while not server.started:
-            await asyncio.sleep(0.01)
-        out["url"] = url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        known["ticket"] = [await _ticket(session, url, known["key"][0]) for _ in range(3)]
-        out["known"] = known
-        ready.set()
-        while not stop.is_set():
-            await asyncio.sleep(0.05)
-        server.should_exit = True
-        await task
+        async with serve_in_background(create_app(cfg, runtime=rt)) as url:
+            known["ticket"] = [await _ticket(session, url, known["key"][0]) for _ in range(3)]
+            out["url"], out["known"] = url, known
+            ready.set()
+            while not stop.is_set():
+                await asyncio.sleep(0.05)
         rt.policy.keys.close()

@@ -17,8 +17,8 @@ def _assert_clean(stats: FuzzStats, at_least: int) -> None:
 
 def test_a_short_fuzz_run_finds_no_server_error(tmp_path):
     with serve_router(tmp_path) as (url, known):
-        stats = fuzz(url, known, per_strategy=3)
-    _assert_clean(stats, 60)
+        stats = fuzz(url, known, per_strategy=2)
+    _assert_clean(stats, 40)
     reached = {op for op, seen in stats.statuses.items() if any(s < 300 for s in seen)}
     assert {"POST /v1/chat/completions", "POST /admin/keys"} <= reached, stats.statuses
 
@@ -26,7 +26,7 @@ def test_a_short_fuzz_run_finds_no_server_error(tmp_path):
 @pytest.mark.slow
 def test_two_thousand_fuzz_cases_find_no_server_error(tmp_path):
     with serve_router(tmp_path) as (url, known):
-        stats = fuzz(url, known, per_strategy=80, seed=2)
+        stats = fuzz(url, known, per_strategy=85, seed=2)
     _assert_clean(stats, 2000)
 
 
