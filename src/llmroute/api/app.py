@@ -40,6 +40,7 @@ from llmroute.api.handoffs import (
     show_handoff,
 )
 from llmroute.api.metrics import metrics
+from llmroute.api.openapi import build_openapi, openapi_endpoint
 from llmroute.api.ready import ready
 from llmroute.api.responses import json_response
 from llmroute.api.trace import get_trace
@@ -133,6 +134,7 @@ def _routes(hot: dict[str, Exchange]) -> list[Route]:
         *(Route(path, exchange, methods=["POST"]) for path, exchange in hot.items()),
         Route("/v1/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
+        Route("/openapi.json", openapi_endpoint(build_openapi()), methods=["GET"]),
         Route("/ready", ready, methods=["GET"]),
         Route("/debug/backends", operator(debug_backends), methods=["GET"]),
         Route("/debug/route", operator(debug_route), methods=["GET"]),

@@ -32,12 +32,16 @@ from llmroute.runtime import Runtime
 from llmroute.strategy.handoffs import HandoffStore, Ticket
 
 
-class _Claim(BaseModel):
+class ClaimIn(BaseModel):
+    """``POST /admin/handoffs/{ticket}/claim`` body: ``{"operator"?}``."""
+
     model_config = ConfigDict(extra="forbid")
     operator: str = Field("operator", min_length=1, max_length=256)
 
 
-class _Answer(_Claim):
+class AnswerIn(ClaimIn):
+    """``POST /admin/handoffs/{ticket}/answer`` body: ``{"answer", "operator"?}``."""
+
     answer: str = Field(min_length=1)
 
 
@@ -60,7 +64,7 @@ async def show_handoff(request: Request) -> Response:
 async def claim_handoff(request: Request) -> Response:
     """``POST /admin/handoffs/{ticket}/claim``: an operator takes the ticket."""
     rt: Runtime = request.app.state.runtime
-    spec = await _body(request, _Claim)
+    spec = await _body(request, ClaimIn)
     ticket = await _store(request).claim(request.path_params["ticket"], spec.operator,
                                          rt.wall_clock())
     return json_response(ticket.to_json())
@@ -69,7 +73,7 @@ async def claim_handoff(request: Request) -> Response:
 async def answer_handoff(request: Request) -> Response:
     """``POST /admin/handoffs/{ticket}/answer``: an operator answers the ticket."""
     rt: Runtime = request.app.state.runtime
-    spec = await _body(request, _Answer)
+    spec = await _body(request, AnswerIn)
     ticket = await _store(request).answer(request.path_params["ticket"], spec.answer,
                                           spec.operator, rt.wall_clock())
     return json_response(ticket.to_json())
@@ -98,7 +102,7 @@ def client_answer(ticket: Ticket) -> dict[str, Any] | None:
                                      "answered_by": ticket.answered_by}}}
 
 
-async def _body(request: Request, model: type[_Claim]) -> Any:
+async def _body(request: Request, model: type[ClaimIn]) -> Any:
     rt: Runtime = request.app.state.runtime
     raw = await read_json(request.receive, request.headers.get("content-type"),
                           request.headers.get("content-length"),
@@ -107,7 +111,7 @@ async def _body(request: Request, model: type[_Claim]) -> Any:
         return model.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise InvalidRequest(f"bad hand-off {model.__name__[1:].lower()}: {first['msg']}",
+        raise InvalidRequest(f"bad hand-off {model.__name__[:-2].lower()}: {first['msg']}",
                              param=".".join(str(p) for p in first["loc"]) or None) from exc
 
 

@@ -1,0 +1,93 @@
+"""A scripted OpenAI chat engine that misbehaves at random (aiohttp.web), for bench/faults.py.
+
+Every streamed request draws one fault (seeded ``random.Random``): ``ok`` (the answer in
+word chunks ``DELAY_S`` apart, a ``finish_reason`` chunk, ``[DONE]``), ``cut`` (the same
+bytes cut at a random byte offset, then the connection is dropped), ``stall`` (one chunk,
+then silence for ``hold_s``), ``500`` (an error answer before any byte) or ``end`` (every
+content chunk, then a clean end of the body: no ``finish_reason``, no ``[DONE]``). A request whose
+last message is an assistant prefix of ``REPLY`` (a continuation) is answered with the rest
+of ``REPLY``; any other prefix gets all of it (a restart, which the bench counts as
+duplicated text). ``log`` keeps ``(marker, fault, at)`` per request, ``marker`` being the
+first message's content.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from typing import Any
+
+from aiohttp import web
+
+REPLY = ("The quick brown fox jumps over the lazy dog while the five boxing wizards jump "
+         "quickly and a sphinx of black quartz judges my vow.")
+DELAY_S = 0.005
+FAULTS = ("ok", "cut", "stall", "500", "end")
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+    obj = {"id": "chatcmpl-faulty", "object": "chat.completion.chunk", "created": 1,
+           "model": "faulty", "choices": [{"index": 0, "delta": delta,
+                                            "finish_reason": finish}]}
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+def stream_bytes(text: str) -> list[bytes]:
+    """The SSE events answering ``text``: one per word, a finish chunk, ``[DONE]``."""
+    words = text.split(" ")
+    parts = [w if i == 0 else " " + w for i, w in enumerate(words)]
+    return ([_chunk({"role": "assistant", "content": p}) for p in parts if p]
+            + [_chunk({}, "stop"), b"data: [DONE]\n\n"])
+
+
+class Faulty:
+    """One engine: ``weights`` per fault in ``FAULTS`` order, ``hold_s`` a stall's length."""
+
+    def __init__(self, rng: random.Random, weights: tuple[float, ...], hold_s: float):
+        self.rng, self.weights, self.hold_s = rng, weights, hold_s
+        self.log: list[tuple[str, str, float]] = []
+
+    def app(self) -> web.Application:
+        """The aiohttp app serving ``POST /v1/chat/completions``."""
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self.chat)
+        return app
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        """Answer one request with the fault it draws."""
+        body = await request.json()
+        messages = body.get("messages") or [{}]
+        last = messages[-1]
+        prefix = last.get("content") or "" if last.get("role") == "assistant" else ""
+        rest = REPLY[len(prefix):] if REPLY.startswith(prefix) else REPLY
+        fault = self.rng.choices(FAULTS, self.weights)[0] if body.get("stream") else "ok"
+        self.log.append((str(messages[0].get("content")), fault, time.monotonic()))
+        if fault == "500":
+            return web.json_response({"error": {"message": "scripted 500", "type":
+                                                "server_error", "param": None,
+                                                "code": None}}, status=500)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await self._play(resp, request, fault, stream_bytes(rest))
+        return resp
+
+    async def _play(self, resp: web.StreamResponse, request: web.Request, fault: str,
+                    events: list[bytes]) -> None:
+        cut_at = self.rng.randrange(sum(map(len, events))) if fault == "cut" else -1
+        sent = 0
+        if fault == "end":
+            events = events[:-2]
+        for i, event in enumerate(events):
+            if fault == "stall" and i == 1:
+                await asyncio.sleep(self.hold_s)
+                return
+            if 0 <= cut_at < sent + len(event):
+                await resp.write(event[:cut_at - sent])
+                if request.transport is not None:
+                    request.transport.close()
+                return
+            await resp.write(event)
+            sent += len(event)
+            await asyncio.sleep(DELAY_S)

@@ -1,0 +1,35 @@
+"""bench/faults.py: its stream classification, and a small run over engines that cut,
+stall and answer 500 (the router must lose no stream and splice every seam exactly)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[3] / "bench"
+sys.path.insert(0, str(BENCH / "lib"))
+_spec = importlib.util.spec_from_file_location("bench_faults", BENCH / "faults.py")
+assert _spec is not None and _spec.loader is not None
+faults = sys.modules["bench_faults"] = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(faults)
+
+
+def test_a_stream_is_classified_by_what_it_received():
+    seen = faults.Seen()
+    for line in ['data: {"choices": [{"delta": {"content": "Hi"}, "finish_reason": null}]}',
+                 ": keep-alive", 'data: {"choices": [{"delta": {}, "finish_reason": "stop"}]}',
+                 "data: [DONE]"]:
+        faults._absorb(seen, line)
+    assert (seen.text, seen.finish, seen.done, seen.error) == ("Hi", "stop", True, False)
+    bad = faults.Seen()
+    faults._absorb(bad, 'data: {"error": {"message": "gone"}}')
+    assert bad.error
+
+
+async def test_cuts_stalls_and_500s_lose_no_stream_and_no_seam_text():
+    result = await faults.run(24, seed=3, weights=(0.4, 0.3, 0.15, 0.15, 0.0))
+    assert result["streams"] == 24 and result["faulted_first_legs"] > 0
+    assert (result["lost_streams"], result["false_complete_streams"],
+            result["duplicated_or_missing_seam_text"]) == (0, 0, 0), result
+    assert result["p95_recovery_s"] <= result["recovery_target_s"]
