@@ -10,6 +10,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from prometheus_client import CollectorRegistry
+
 from llmroute.anchor.profile import Profile
 from llmroute.anchor.stats.router import RouterStats
 from llmroute.anchor.store import SignalStore
@@ -46,7 +48,10 @@ class Runtime:
     local engines, when any were started; ``observer`` takes every request's trace (ring,
     metrics, log line, audit); ``policy`` the gateway policies (keys, limits),
     None with auth off; ``handoffs`` the ``human`` kind's ticket queue; ``content_filter``
-    the sensitive-word filter, None without word lists."""
+    the sensitive-word filter, None without word lists; ``collectors`` the metric families
+    of this backend set (strategy reloads, engine signals, anchor scores), registered in
+    ``metrics.registry`` while this Runtime serves (a reload swaps them,
+    ``assemble/reload.py``)."""
 
     config: Config
     backends: dict[str, Backend]
@@ -66,3 +71,4 @@ class Runtime:
     policy: Policy | None = None
     handoffs: HandoffStore | None = None
     content_filter: ContentFilter | None = None
+    collectors: CollectorRegistry | None = None
