@@ -39,7 +39,8 @@ UPSTREAM = web.AppKey("upstream", "Upstream")
 @dataclass
 class Upstream:
     """A running fake engine: ``base_url``, the ``requests`` bodies it received, and how many
-    streams were ``cancelled`` by the router closing the connection."""
+    streams were ``cancelled`` by the router closing the connection; ``GET /health``
+    answers 200 while ``healthy``."""
 
     script: list[Any]
     reply: str = "Hello from the fake engine."
@@ -47,6 +48,7 @@ class Upstream:
     requests: list[dict[str, Any]] = field(default_factory=list)
     cancelled: int = 0
     base_url: str = ""
+    healthy: bool = True
 
     def next_step(self) -> Any:
         i = min(len(self.requests) - 1, len(self.script) - 1)
@@ -192,6 +194,13 @@ async def _play(resp: web.StreamResponse, up: Upstream, kind: str, step: Any,
         await resp.write(b"data: [DONE]\n\n")
 
 
+async def _health(request: web.Request) -> web.Response:
+    """``GET /health``: 200 while ``healthy``, else 503 (as an engine still loading)."""
+    return web.json_response({"status": "ok"} if request.app[UPSTREAM].healthy
+                             else {"status": "loading"},
+                             status=200 if request.app[UPSTREAM].healthy else 503)
+
+
 @contextlib.asynccontextmanager
 async def serve_upstream(script: list[Any], reply: str = "Hello from the fake engine.",
                          echo: bool = False) -> AsyncIterator[Upstream]:
@@ -201,6 +210,7 @@ async def serve_upstream(script: list[Any], reply: str = "Hello from the fake en
     app[UPSTREAM] = up
     app.router.add_post("/v1/chat/completions", _handle)
     app.router.add_post("/v1/completions", _handle)
+    app.router.add_get("/health", _health)
     runner = web.AppRunner(app, shutdown_timeout=0.1, handler_cancellation=True)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
