@@ -10,6 +10,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from prometheus_client import CollectorRegistry
+
 from llmroute.anchor.profile import Profile
 from llmroute.anchor.stats.router import RouterStats
 from llmroute.anchor.store import SignalStore
@@ -50,7 +52,10 @@ class Runtime:
     None with auth off; ``handoffs`` the ``human`` kind's ticket queue; ``content_filter``
     the sensitive-word filter, None without word lists; ``priority`` the SLO priority
     classes' admission gate, None without classes; ``tokens`` the count-tokens step
-    (context length), None: the estimate alone."""
+    (context length), None: the estimate alone; ``collectors`` the metric families of this
+    backend set (strategy reloads, engine signals, anchor scores, priority queues),
+    registered in ``metrics.registry`` while this Runtime serves (a reload swaps them,
+    ``assemble/reload.py``)."""
 
     config: Config
     backends: dict[str, Backend]
@@ -72,3 +77,4 @@ class Runtime:
     content_filter: ContentFilter | None = None
     priority: PriorityGate | None = None
     tokens: TokenCounter | None = None
+    collectors: CollectorRegistry | None = None

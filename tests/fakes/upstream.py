@@ -45,8 +45,8 @@ UPSTREAM = web.AppKey("upstream", "Upstream")
 @dataclass
 class Upstream:
     """A running fake engine: ``base_url``, the ``requests`` bodies it received (and their
-    ``headers``, lower-case names), and how many
-    streams were ``cancelled`` by the router closing the connection."""
+    ``headers``, lower-case names), and how many streams were ``cancelled`` by the router
+    closing the connection; ``GET /health`` answers 200 while ``healthy``."""
 
     script: list[Any]
     reply: str = "Hello from the fake engine."
@@ -57,6 +57,7 @@ class Upstream:
     base_url: str = ""
     tokenize: Any = 0
     tokenized: list[dict[str, Any]] = field(default_factory=list)
+    healthy: bool = True
 
     def next_step(self) -> Any:
         i = min(len(self.requests) - 1, len(self.script) - 1)
@@ -218,6 +219,13 @@ async def _play(resp: web.StreamResponse, up: Upstream, kind: str, step: Any,
         await resp.write(b"data: [DONE]\n\n")
 
 
+async def _health(request: web.Request) -> web.Response:
+    """``GET /health``: 200 while ``healthy``, else 503 (as an engine still loading)."""
+    return web.json_response({"status": "ok"} if request.app[UPSTREAM].healthy
+                             else {"status": "loading"},
+                             status=200 if request.app[UPSTREAM].healthy else 503)
+
+
 @contextlib.asynccontextmanager
 async def serve_upstream(script: list[Any], reply: str = "Hello from the fake engine.",
                          echo: bool = False) -> AsyncIterator[Upstream]:
@@ -229,6 +237,7 @@ async def serve_upstream(script: list[Any], reply: str = "Hello from the fake en
     app.router.add_post("/v1/completions", _handle)
     app.router.add_post("/tokenize", _tokenize)
     app.router.add_post("/apply-template", _tokenize)
+    app.router.add_get("/health", _health)
     runner = web.AppRunner(app, shutdown_timeout=0.1, handler_cancellation=True)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

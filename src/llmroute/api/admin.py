@@ -9,7 +9,12 @@ answers 404 (there is no key store).
 * ``POST /admin/keys`` — ``{"tenant", "name"?, "limits"?: {rpm, tpm, daily_tokens,
   monthly_tokens, max_concurrency, max_context_tokens}, "models"?, "pools"?, "strategies"?, "priority"?,
   "expires_at"? (epoch s), "metadata"?}`` → 201 ``{"key": <secret, shown once>, "record"}``;
-* ``DELETE /admin/keys/{key_id}`` — revoke (effective at once on this replica).
+* ``DELETE /admin/keys/{key_id}`` — revoke (effective at once on this replica);
+* ``POST /admin/reload`` — re-read the config file's pools, backends and routing
+  (``assemble/reload.py``): 200 ``{"object": "reload", "outcome", "added", "removed",
+  "changed", "kept", "ignored"}``, or 400 ``invalid_config`` / ``backend_unhealthy`` with
+  the reason (the old backends keep serving). Open like the debug surfaces when auth is off; 404 when the
+  app was not started by ``llmroute serve`` (nothing to reload).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from starlette.responses import Response
 
 from llmroute.api.body import read_json
 from llmroute.api.responses import json_response
-from llmroute.errors import InvalidRequest, ModelNotFound
+from llmroute.errors import ConfigError, InvalidRequest, ModelNotFound
 from llmroute.policy.gateway import Policy
 from llmroute.policy.issue import issue_key
 from llmroute.policy.keys import ApiKey, Limits
@@ -118,3 +123,17 @@ def _policy(request: Request) -> Policy:
     if policy is None:
         raise ModelNotFound("the admin API needs auth.enabled", code="not_found")
     return policy
+
+
+async def reload_config(request: Request) -> Response:
+    """``POST /admin/reload``: apply the config file's backends (module docstring)."""
+    reloader = getattr(request.app.state, "reloader", None)
+    if reloader is None:
+        raise ModelNotFound("this router cannot reload: it was not started by llmroute "
+                            "serve", code="not_found")
+    try:
+        outcome = await reloader.reload()
+    except ConfigError as exc:
+        code = "backend_unhealthy" if exc.code == "backend_unhealthy" else "invalid_config"
+        raise InvalidRequest(exc.message, code=code) from exc
+    return json_response(outcome.as_json())

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import aiohttp
 
+from llmroute.anchor.affinity import PrefixIndex
 from llmroute.anchor.collector import Collector
 from llmroute.anchor.protocol import MetricsSource
 from llmroute.anchor.presets import resolve
@@ -30,11 +31,12 @@ from llmroute.observe.scores import ScoreCollector
 from llmroute.types import Backend
 
 
-def anchor_shared(config: Config) -> Shared:
-    """The runtime objects the plugins share: a new prefix index, the pools' declarations
-    from ``config`` (read by intent-fit) and the default injected randomness."""
+def anchor_shared(config: Config, affinity: PrefixIndex | None = None) -> Shared:
+    """The runtime objects the plugins share: the prefix index ``affinity`` (None: a new
+    one), the pools' declarations from ``config`` (read by intent-fit) and the default
+    injected randomness."""
     pools = {name: PoolFit(p.strengths, p.max_complexity) for name, p in config.pools.items()}
-    return Shared(pools=pools)
+    return Shared(pools=pools) if affinity is None else Shared(affinity, pools)
 
 
 def signal_sources(config: Config, backends: dict[str, Backend],

@@ -9,24 +9,28 @@ and on exit stops them, closes the client and stops the engines.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import random
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import aiohttp
 import structlog
+from prometheus_client import CollectorRegistry
 
 from llmroute.anchor.affinity import PrefixIndex
 from llmroute.anchor.registry import register_builtins
 from llmroute.anchor.stats.router import RouterStats
 from llmroute.anchor.store import SignalStore
-from llmroute.assemble.anchor import anchor_shared, build_profile, make_collector, score_gauges
+from llmroute.assemble.anchor import anchor_shared, build_profile, score_gauges
 from llmroute.assemble.gate import make_gate
 from llmroute.assemble.filter import build_filter, watch_filter
+from llmroute.assemble.generations import Generations
 from llmroute.assemble.policy import build_policy, build_priority, build_store
+from llmroute.assemble.strategies import handoff_store, make_book
 from llmroute.assemble.tokens import build_counter
-from llmroute.assemble.strategies import handoff_store, make_book, watch_strategies
 from llmroute.backends.client import BackendClient
 from llmroute.config import BackendConfig, Config
 from llmroute.dispatch import Deps
@@ -38,6 +42,7 @@ from llmroute.observe.observer import make_observer
 from llmroute.observe.trace import TraceContext
 from llmroute.observe.signals import SignalCollector
 from llmroute.runtime import Runtime
+from llmroute.strategy.handoffs import HandoffStore
 from llmroute.state.breakers import FleetBreakers
 from llmroute.types import Backend
 
@@ -71,42 +76,81 @@ def _backend(b: BackendConfig, urls: dict[str, str]) -> Backend:
 def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSession,
          fleet: EngineFleet | None = None) -> Runtime:
     """Assemble a Runtime over ``backends`` (no network I/O; reads the strategy files); its
-    requests go through ``session``. Raises ConfigError for a bad strategy file."""
+    requests go through ``session``, each engine call carrying the request's W3C
+    ``traceparent`` (``observe/trace.TraceContext``). Raises ConfigError for a bad strategy
+    file."""
     breaker = CircuitBreaker(config.breaker, fleet_probes=config.state.kind == "redis")
-    shared = anchor_shared(config)
+    metrics = Metrics(breaker.views, backends, time.monotonic)
+    handoffs = handoff_store(config)
+    context = TraceContext()
+    parts = _per_backends(config, backends, _Fixed(
+        breaker, metrics, FuseEventStore(config.fuse.events_path),
+        BackendClient(session, config.timeouts, context.traceparent), PrefixIndex(),
+        handoffs))
+    metrics.registry.register(parts["collectors"])
+    return Runtime(**parts, gate=make_gate(config), breaker=breaker, metrics=metrics,
+                   fuse_events=parts["dispatch"].fuse_events, clock=time.monotonic,
+                   wall_clock=time.time,
+                   observer=make_observer(config.observe, metrics, context),
+                   fleet=fleet, handoffs=handoffs,
+                   policy=build_policy(config, time.monotonic, time.time,
+                                       registry=metrics.registry),
+                   content_filter=build_filter(config, metrics, time.time))
+
+
+def rewire(old: Runtime, config: Config, backends: dict[str, Backend]) -> Runtime:
+    """A Runtime over ``backends`` with ``config``'s pools and routing that shares with
+    ``old`` every part that does not depend on the backend set (gate, breaker, metrics,
+    fuse events, observer, policy, hand-offs, content filter, the HTTP client, the prefix
+    index) and builds the rest anew: anchor profile, router stats, signal store, dispatch's
+    view, strategy book, priority gate, token counter and ``collectors`` (not registered
+    yet: the caller swaps them in when the new Runtime starts serving). No I/O beyond
+    reading the strategy files; raises ConfigError for a bad strategy file."""
+    fixed = _Fixed(old.breaker, old.metrics, old.fuse_events, old.dispatch.client,
+                   old.dispatch.affinity, old.handoffs or handoff_store(config))
+    return dataclasses.replace(old, **_per_backends(config, backends, fixed))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Fixed:
+    """The parts a reload keeps."""
+
+    breaker: CircuitBreaker
+    metrics: Metrics
+    fuse_events: FuseEventStore
+    client: BackendClient
+    affinity: PrefixIndex
+    handoffs: HandoffStore
+
+
+def _per_backends(config: Config, backends: dict[str, Backend], fixed: _Fixed
+                  ) -> dict[str, Any]:
+    """The Runtime fields that depend on the backend set, as keyword arguments."""
+    shared = anchor_shared(config, fixed.affinity)
     profile = build_profile(config.anchor, register_builtins(), shared)
     store = SignalStore(config.anchor.stale_after_s)
-    stats = RouterStats.for_backends(list(backends), store.fresh, breaker.views, store.dark)
-    context = TraceContext()
-    client = BackendClient(session, config.timeouts, context.traceparent)
-    send = dispatch_deps(config, backends, client, breaker, stats, shared.affinity)
-    handoffs = handoff_store(config)
-    strategy = make_book(config, backends, send.wall_clock, send.metrics.registry, handoffs)
-    send.metrics.registry.register(SignalCollector(stats.snapshot, backends, send.clock))
-    send.metrics.registry.register(score_gauges(backends, profile, stats, send.clock))
-    return Runtime(config, backends, make_gate(config), strategy, profile, breaker, stats,
-                   send.metrics, send.fuse_events, send, send.clock, send.wall_clock,
-                   make_observer(config.observe, send.metrics, context), signals=store,
-                   fleet=fleet,
-                   policy=build_policy(config, send.clock, send.wall_clock,
-                                       registry=send.metrics.registry),
-                   handoffs=handoffs,
-                   content_filter=build_filter(config, send.metrics, send.wall_clock),
-                   priority=build_priority(config, stats, send.clock, send.metrics.registry),
-                   tokens=build_counter(config, backends, client))
+    stats = RouterStats.for_backends(list(backends), store.fresh, fixed.breaker.views,
+                                     store.dark)
+    send = _deps(config, backends, fixed.client, fixed.breaker, fixed.metrics,
+                 fixed.fuse_events, stats, shared.affinity)
+    collectors = CollectorRegistry()
+    strategy = make_book(config, backends, send.wall_clock, collectors, fixed.handoffs)
+    collectors.register(SignalCollector(stats.snapshot, backends, send.clock))
+    collectors.register(score_gauges(backends, profile, stats, send.clock))
+    return {"config": config, "backends": backends, "strategy": strategy, "profile": profile,
+            "stats": stats, "dispatch": send, "signals": store, "collectors": collectors,
+            "priority": build_priority(config, stats, send.clock, collectors),
+            "tokens": build_counter(config, backends, fixed.client)}
 
 
-def dispatch_deps(config: Config, backends: dict[str, Backend], client: BackendClient,
-                  breaker: CircuitBreaker, stats: RouterStats, affinity: PrefixIndex
-                  ) -> Deps:
-    """Dispatch's narrow view over these parts, with new metrics and fuse-event store (the
-    Runtime shares them) and the pools' backend ids precomputed."""
+def _deps(config: Config, backends: dict[str, Backend], client: BackendClient,
+          breaker: CircuitBreaker, metrics: Metrics, fuse_events: FuseEventStore,
+          stats: RouterStats, affinity: PrefixIndex) -> Deps:
     pools: dict[str, tuple[str, ...]] = {}
     for b in backends.values():
         pools[b.pool] = (*pools.get(b.pool, ()), b.id)
-    return Deps(client, breaker, stats, affinity, Metrics(breaker.views, backends, time.monotonic),
-                FuseEventStore(config.fuse.events_path), config.retry, config.fuse, pools,
-                time.monotonic, time.time, random.Random())
+    return Deps(client, breaker, stats, affinity, metrics, fuse_events, config.retry,
+                config.fuse, pools, time.monotonic, time.time, random.Random())
 
 
 def launch_specs(config: Config) -> list[EngineSpec]:
@@ -116,9 +160,11 @@ def launch_specs(config: Config) -> list[EngineSpec]:
 
 
 @contextlib.asynccontextmanager
-async def open_runtime(config: Config, progress: Progress | None = None
-                       ) -> AsyncIterator[Runtime]:
-    """Start engines and the HTTP client; yield the Runtime; stop everything on exit.
+async def open_runtime(config: Config, progress: Progress | None = None,
+                       generations: Generations | None = None) -> AsyncIterator[Runtime]:
+    """Start engines and the HTTP client; yield the Runtime; stop everything on exit. The
+    Runtime's collector and strategy watcher run in ``generations`` (a new one when None;
+    give one to reload the backends later: ``assemble/reload.py``), closed on exit too.
 
     Raises EngineError when a local engine cannot be built or started.
     """
@@ -140,20 +186,12 @@ async def open_runtime(config: Config, progress: Progress | None = None
         await rt.gate.start()  # fits/loads in a worker thread; the loop keeps running
         rt.metrics.registry.register(rt.gate.health)
         stack.push_async_callback(rt.gate.close)
-        await _start_collector(stack, rt)
         await _share_breakers(stack, rt)
-        await stack.enter_async_context(watch_strategies(config, rt.strategy))
         await stack.enter_async_context(watch_filter(config, rt.content_filter))
+        generations = generations or Generations()
+        stack.push_async_callback(generations.close)
+        await generations.open(rt)
         yield rt
-
-
-async def _start_collector(stack: contextlib.AsyncExitStack, rt: Runtime) -> None:
-    """Poll every backend's signals until the stack closes (own session: it decompresses)."""
-    session = await stack.enter_async_context(aiohttp.ClientSession())
-    collector = make_collector(rt.config, rt.backends, rt.signals or SignalStore(1.0), session,
-                               rt.clock)
-    collector.start()
-    stack.push_async_callback(collector.stop)
 
 
 async def _share_breakers(stack: contextlib.AsyncExitStack, rt: Runtime) -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
+import signal
 import socket
 from collections.abc import Iterator
 
@@ -11,6 +13,8 @@ from starlette.applications import Starlette
 
 from llmroute.api.app import create_app
 from llmroute.api.server import bind_socket, serve_app
+from llmroute.assemble.generations import Generations
+from llmroute.assemble.reload import Reloader
 from llmroute.assemble.runtime import Progress, open_runtime
 from llmroute.config import Config
 from llmroute.runtime import Runtime
@@ -34,30 +38,53 @@ def build_app(config: Config, progress: Progress | None = None) -> Starlette:
 async def serve_forever(config: Config, host: str, port: int, progress: Progress | None,
                         log_level: str = "info", *, reuse_port: bool = False) -> None:
     """Claim ``host:port``, start engines and the gate, then serve until SIGINT/SIGTERM
-    (SIGTERM drains first: ``api/drain.py``); engines stop after the server. Raises
+    (SIGTERM drains first: ``api/drain.py``); engines stop after the server. ``SIGHUP`` and
+    ``POST /admin/reload`` reload the backends (``assemble/reload.py``). Raises
     ConfigError at once when the port cannot be
     bound (before any engine starts), EngineError when a local engine cannot be built or
     started. With ``reuse_port`` (a worker of ``llmroute serve --workers``,
     ``assemble/workers.py``) the port is shared with ``SO_REUSEPORT`` and bound only once
     the Runtime is open: a bound socket that does not listen yet would be handed (and
     leave hanging) its share of the connections the other workers already take."""
+    gens = Generations()
     if reuse_port:
-        async with open_runtime(config, progress) as rt:
+        async with open_runtime(config, progress, gens) as rt:
             with bind_socket(host, port, reuse_port=True) as sock:
-                await _serve_runtime(config, rt, host, port, log_level, sock)
+                await _serve_runtime(config, rt, gens, (host, port, log_level), sock)
         return
     with bind_socket(host, port) as sock:
-        async with open_runtime(config, progress) as rt:
-            await _serve_runtime(config, rt, host, port, log_level, sock)
+        async with open_runtime(config, progress, gens) as rt:
+            await _serve_runtime(config, rt, gens, (host, port, log_level), sock)
 
 
-async def _serve_runtime(config: Config, rt: Runtime, host: str, port: int, log_level: str,
-                         sock: socket.socket) -> None:
+async def _serve_runtime(config: Config, rt: Runtime, gens: Generations,
+                         where: tuple[str, int, str], sock: socket.socket) -> None:
     app = create_app(config, runtime=rt)
-    with serving_gc():
+    host, port, log_level = where
+    with serving_gc(), reloading(app, gens):
         await serve_app(app, host, port, log_level, sock,
                         drain_delay_s=config.server.drain_delay_s,
                         drain_timeout_s=config.server.drain_timeout_s)
+
+
+@contextlib.contextmanager
+def reloading(app: Starlette, gens: Generations) -> Iterator[Reloader]:
+    """While the block runs: ``app`` reloads its backends on ``POST /admin/reload`` and on
+    ``SIGHUP`` (``assemble/reload.py``; a refused reload is logged)."""
+    reloader = app.state.reloader = Reloader(app, None, gens)
+    loop = asyncio.get_running_loop()
+    tasks: set[asyncio.Task[None]] = set()
+
+    def on_hup() -> None:
+        task = loop.create_task(reloader.reload_logged())
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    loop.add_signal_handler(signal.SIGHUP, on_hup)
+    try:
+        yield reloader
+    finally:
+        loop.remove_signal_handler(signal.SIGHUP)
 
 
 @contextlib.contextmanager

@@ -1,5 +1,6 @@
 """``llmroute`` command line: ``serve``, ``demo``, ``emulate``, ``backends``, ``classify``,
-``gate``, ``strategy``, ``keys``, ``tenants``, ``trace``, ``audit`` and ``bench``."""
+``gate``, ``strategy``, ``keys``, ``tenants``, ``trace``, ``audit``, ``reload`` and
+``bench``."""
 
 from __future__ import annotations
 
@@ -46,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     from llmroute.cli.handoffs import add_commands as add_handoff_commands
     from llmroute.cli.keys import add_commands as add_key_commands
     from llmroute.cli.observe import add_commands as add_observe_commands
+    from llmroute.cli.reload import add_commands as add_reload_commands
     from llmroute.cli.strategy import add_commands as add_strategy_commands
 
     add_commands(sub)
@@ -53,6 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     add_key_commands(sub)
     add_handoff_commands(sub)
     add_observe_commands(sub)
+    add_reload_commands(sub)
     return p
 
 
@@ -89,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_strategy(args)
         if hasattr(args, "observe_run"):  # trace, audit
             return args.observe_run(args)
+        if hasattr(args, "reload_run"):
+            return args.reload_run(args)
         if args.command == "backends":
             from llmroute.cli.anchor import watch
 

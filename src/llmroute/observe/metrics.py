@@ -49,7 +49,7 @@ GATE_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05
 class _BreakerCollector(Collector):
     def __init__(self, views: BreakerViews, backend_ids: Iterable[str],
                  clock: Callable[[], float]):
-        self._views, self._ids, self._clock = views, list(backend_ids), clock
+        self._views, self.ids, self._clock = views, list(backend_ids), clock
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         """The breaker state of every backend, read at scrape time."""
@@ -57,7 +57,7 @@ class _BreakerCollector(Collector):
         family = GaugeMetricFamily("llmroute_breaker_state",
                                    "Circuit breaker state: 0 closed, 1 half-open, 2 open",
                                    labels=["backend"])
-        for backend_id in self._ids:
+        for backend_id in self.ids:
             family.add_metric([backend_id],
                               BREAKER_CODES[views.get(backend_id, closed).state(now)])
         yield family
@@ -87,7 +87,8 @@ class Metrics:
     def __init__(self, breakers: BreakerViews, backend_ids: Iterable[str],
                  clock: Callable[[], float]):
         self.registry = r = CollectorRegistry()
-        r.register(_BreakerCollector(breakers, backend_ids, clock))
+        self._breakers = _BreakerCollector(breakers, backend_ids, clock)
+        r.register(self._breakers)
         self.handoffs = Counter("llmroute_fuse_handoffs", "Mid-stream handoffs away from a "
                                 "backend", ["backend", "reason"], registry=r)
         self.dead_ends = Counter("llmroute_fuse_dead_ends", "Streams ended by an error event "
@@ -131,6 +132,11 @@ class Metrics:
                                            registry=r)
         self.trace_store_failures = Counter("llmroute_trace_store_failures", "Trace-store "
                                             "batches the disk refused", registry=r)
+
+    def track(self, backend_ids: Iterable[str]) -> None:
+        """Report the breaker state of ``backend_ids`` from now on (a reload changed the
+        backend set); the other families keep every label they have counted."""
+        self._breakers.ids = list(backend_ids)
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every family."""
