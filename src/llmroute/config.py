@@ -157,7 +157,8 @@ class BackendConfig(_Strict):
     """One engine endpoint of kind ``engine`` (a name in ``backends/engines.py``). Either
     ``base_url`` (a running engine; the part before ``/v1``) or ``launch`` (llmroute starts
     a local llama.cpp engine) must be given. The bearer token is ``api_key``, or read from
-    the environment variable named by ``api_key_env``."""
+    the environment variable named by ``api_key_env``. ``ttft_s`` / ``stall_s`` override
+    ``timeouts.ttft_s`` / ``timeouts.stall_s`` for this backend."""
 
     id: str = Field(pattern=_ID)
     pool: str
@@ -170,6 +171,8 @@ class BackendConfig(_Strict):
     launch: LaunchConfig | None = None
     gpu: GpuConfig | None = None
     capabilities: tuple[Capability, ...] | None = None
+    ttft_s: float | None = Field(None, gt=0)
+    stall_s: float | None = Field(None, gt=0)
 
     @field_validator("engine")
     @classmethod

@@ -21,7 +21,8 @@ class Backend:
     ``emulator``); ``base_url`` ends before ``/v1``; ``model`` is the served model name sent
     upstream; ``context_length`` is the per-request context window in tokens;
     ``capabilities`` (``tools``, ``logprobs``, ``continuation``) as configured, or None for
-    the engine kind's defaults (``backends/engines.py``).
+    the engine kind's defaults (``backends/engines.py``); ``ttft_s`` and ``stall_s`` (seconds)
+    override the configured ``timeouts`` for this backend (None: the global ones).
     """
 
     id: str
@@ -32,6 +33,8 @@ class Backend:
     context_length: int
     api_key: str | None = None
     capabilities: frozenset[str] | None = None
+    ttft_s: float | None = None
+    stall_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

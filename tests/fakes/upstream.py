@@ -9,7 +9,14 @@ retry_after)``, ``("cut", n)`` (stream n chunks then drop the connection), ``("s
 reply with peaked logprobs for the first n words and flat, high-entropy ones after),
 ``tool_cut`` (one tool-call fragment, then the connection drops), ``cut_after_finish``
 (the whole answer, then the connection drops before ``[DONE]``),
-``("context", engine)`` (a 400 context-length refusal as ``llamacpp`` or ``vllm`` words it).
+``("context", engine)`` (a 400 context-length refusal as ``llamacpp`` or ``vllm`` words it),
+``("clean_end", n)`` (n content chunks, then the body ends cleanly: no ``finish_reason``, no
+``[DONE]``, as a crashing proxy terminates a chunked body), ``("keepalive", s)`` (one chunk,
+then only ``: keep-alive`` comments every 50 ms for s seconds, then the rest),
+``("keepalive_ttft", s)`` (the comments for s seconds before the first chunk),
+``empty_data`` (an event with an empty ``data:`` line between two chunks), ``("raw", events)``
+(each item of ``events`` — a dict sent as JSON, or a str sent as is — as one ``data:`` event,
+then ``[DONE]``; a non-streamed request gets the first dict as its JSON answer).
 
 With ``stream_options.include_usage`` a usage chunk (no choices) follows the finish chunk.
 When a request asks for ``logprobs``, every streamed word carries ``top_logprobs``
@@ -111,6 +118,8 @@ async def _handle(request: web.Request) -> web.StreamResponse:
             up.cancelled += 1
             raise
     if not body.get("stream"):
+        if kind == "raw":
+            return web.json_response(next(e for e in step[1] if isinstance(e, dict)))
         return web.json_response(_completion(up, body))
     return await _stream(request, up, step, body)
 
@@ -143,6 +152,17 @@ async def _play(resp: web.StreamResponse, up: Upstream, kind: str, step: Any,
     if not body.get("logprobs"):
         lps = [None] * len(words)
     cid = f"chatcmpl-{len(up.requests)}"
+    if kind == "raw":
+        for e in step[1]:
+            data = e if isinstance(e, str) else json.dumps(e)
+            await resp.write(b"data: " + data.encode() + b"\n\n")
+        await resp.write(b"data: [DONE]\n\n")
+        return
+    if kind == "clean_end":
+        for w, lp in zip(words[: step[1]], lps, strict=False):
+            await resp.write(_chunk(w, lps=lp, cid=cid))
+        await resp.write_eof()
+        return
     if kind == "tool_cut":
         call = {"index": 0, "id": "call_1", "type": "function",
                 "function": {"name": "get_weather", "arguments": '{"ci'}}
@@ -158,9 +178,15 @@ async def _play(resp: web.StreamResponse, up: Upstream, kind: str, step: Any,
         if resp.task is not None and resp._req is not None:
             resp._req.transport.close()
         return
+    if kind == "keepalive_ttft":
+        await _keep_alive(resp, step[1])
     await resp.write(_chunk(words[0], lps=lps[0], cid=cid))
     if kind == "stall":
         await asyncio.sleep(step[1])
+    if kind == "keepalive":
+        await _keep_alive(resp, step[1])
+    if kind == "empty_data":
+        await resp.write(b"data:\n\n")
     if kind == "malformed":
         await resp.write(b"data: {not json\n\n")
         return
@@ -183,6 +209,12 @@ async def _play(resp: web.StreamResponse, up: Upstream, kind: str, step: Any,
         return
     if kind != "no_done":
         await resp.write(b"data: [DONE]\n\n")
+
+
+async def _keep_alive(resp: web.StreamResponse, seconds: float) -> None:
+    for _ in range(int(seconds / 0.05)):
+        await resp.write(b": keep-alive\n\n")
+        await asyncio.sleep(0.05)
 
 
 @contextlib.asynccontextmanager

@@ -60,7 +60,8 @@ def _backend(b: BackendConfig, urls: dict[str, str]) -> Backend:
         structlog.get_logger("llmroute").warning("api_key_env_unset", backend=b.id,
                                                  variable=b.api_key_env)
     caps = frozenset(b.capabilities) if b.capabilities is not None else None
-    return Backend(b.id, b.pool, b.engine, url, b.model, b.effective_context(), key, caps)
+    return Backend(b.id, b.pool, b.engine, url, b.model, b.effective_context(), key, caps,
+                   b.ttft_s, b.stall_s)
 
 
 def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSession,

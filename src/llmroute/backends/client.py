@@ -97,11 +97,12 @@ class BackendClient:
         response headers; iteration raises BackendError for later failures.
         """
         deadline = time.monotonic() + self._timeouts.total_s
+        ttft_s = backend.ttft_s or self._timeouts.ttft_s
         try:
-            async with asyncio.timeout(self._timeouts.ttft_s):
+            async with asyncio.timeout(ttft_s):
                 resp = await self._post(backend, endpoint, body, request_id)
         except TimeoutError as exc:
-            raise UpstreamTimeout(f"{backend.id}: no response within {self._timeouts.ttft_s} s",
+            raise UpstreamTimeout(f"{backend.id}: no response within {ttft_s} s",
                                   phase="ttft", backend_id=backend.id) from exc
         except aiohttp.ClientError as exc:
             raise _connect_error(exc, backend) from exc
@@ -110,7 +111,8 @@ class BackendClient:
         finally:
             if resp.status >= 400:
                 resp.close()
-        return UpstreamStream(resp, backend, self._timeouts, deadline)
+        return UpstreamStream(resp, backend, (ttft_s, backend.stall_s or self._timeouts.stall_s),
+                              deadline)
 
     def _post(self, backend: Backend, endpoint: Endpoint, body: dict[str, Any],
               request_id: str, timeout: aiohttp.ClientTimeout | None = None) -> Any:
@@ -127,14 +129,18 @@ class UpstreamStream:
 
     Iteration raises UpstreamTimeout (``ttft`` before the first event, ``stall`` between
     events, ``total``), UpstreamConnectError for a cut, UpstreamProtocolError for a
-    malformed chunk or an in-band ``error`` event.
+    malformed chunk or an in-band ``error`` event. The TTFT and stall timers run from the
+    request and from the last data event: comments (keep-alives) and empty events do not
+    reset them, as they carry no token.
     """
 
     def __init__(self, resp: aiohttp.ClientResponse, backend: Backend,
-                 timeouts: TimeoutConfig, deadline: float):
+                 token_timeouts: tuple[float, float], deadline: float):
+        """``token_timeouts``: (TTFT, stall) in seconds; ``deadline``: ``time.monotonic()``
+        seconds by which the whole answer must be in."""
         self._resp = resp
         self._backend = backend
-        self._timeouts = timeouts
+        self._ttft_s, self._stall_s = token_timeouts
         self._deadline = deadline
 
     def close(self) -> None:
@@ -150,28 +156,39 @@ class UpstreamStream:
 
     async def _events(self) -> AsyncIterator[Chunk]:
         decoder = SSEDecoder()
-        phase, wait_s = "ttft", self._timeouts.ttft_s
+        phase, wait_s = "ttft", self._ttft_s
+        token_by = time.monotonic() + wait_s  # the next data event is due by then
         while True:
-            left = self._deadline - time.monotonic()
-            data = await _read(self._resp, self._backend, phase, min(wait_s, left))
+            data = await self._read(phase, wait_s, token_by)
             events = decoder.feed(data) if data else decoder.close()
+            got = False
             for event in events:
-                if event.data.strip() == "[DONE]":
+                text = event.data.strip()
+                if not text:  # an empty ``data:`` event carries nothing: skipped
+                    continue
+                if text == "[DONE]":
                     return
-                yield _parse_chunk(event.data, self._backend)
-                phase, wait_s = "stall", self._timeouts.stall_s
+                got = True
+                yield _parse_chunk(text, self._backend)
             if not data:
                 return
+            if got:
+                phase, wait_s = "stall", self._stall_s
+                token_by = time.monotonic() + wait_s
 
-
-async def _read(resp: aiohttp.ClientResponse, backend: Backend, phase: str,
-                timeout_s: float) -> bytes:
-    try:
-        async with asyncio.timeout(max(timeout_s, 0.0)):
-            return await resp.content.readany()
-    except TimeoutError as exc:
-        raise UpstreamTimeout(f"{backend.id}: no token for {timeout_s:.1f} s ({phase})",
-                              phase=phase, backend_id=backend.id) from exc
+    async def _read(self, phase: str, wait_s: float, token_by: float) -> bytes:
+        """The next bytes (``b""`` at the end), within the token timer (``token_by``, set
+        ``wait_s`` after the last data event) and the total deadline."""
+        total = self._deadline < token_by
+        left = max((self._deadline if total else token_by) - time.monotonic(), 0.0)
+        try:
+            async with asyncio.timeout(left):
+                return await self._resp.content.readany()
+        except TimeoutError as exc:
+            why = "the answer ran past its total time" if total else \
+                f"no token for {wait_s:.1f} s ({phase})"
+            raise UpstreamTimeout(f"{self._backend.id}: {why}", phase="total" if total else phase,
+                                  backend_id=self._backend.id) from exc
 
 
 async def _raise_for_status(resp: aiohttp.ClientResponse, backend: Backend) -> None:

@@ -17,6 +17,7 @@ from llmroute.errors import (
     LLMRouteError,
     NoBackendAvailable,
     UpstreamStatusError,
+    UpstreamTimeout,
 )
 from llmroute.fuse.retry import backoff_s, is_context_overflow
 from llmroute.types import Backend, Candidate, RoutePlan
@@ -43,8 +44,9 @@ async def with_failover(deps: Deps, plan: RoutePlan, budget: Budget,
     ``Retry-After`` holds that backend's breaker open. Returns the successful (unsettled)
     attempt and what ``call`` returned.
 
-    Raises the first non-retryable BackendError as is (a 4xx from the engine), or
-    NoBackendAvailable when every attempt failed or there is no candidate.
+    Raises the first non-retryable BackendError as is (a 4xx from the engine), UpstreamTimeout
+    (504) when every attempt timed out, or NoBackendAvailable when every attempt failed or
+    there is no candidate.
     """
     errors: list[BackendError] = []
     suspects: list[Attempt] = []
@@ -91,13 +93,18 @@ def _exhausted(plan: RoutePlan, errors: list[BackendError],
                suspects: list[Attempt]) -> LLMRouteError:
     """The error for a request no attempt served. When every attempt was an HTTP 500 with an
     error body, the request itself is the likely cause: the engine's answer is returned
-    (502) and no breaker is blamed; otherwise the suspects are blamed and the answer is 503."""
+    (502) and no breaker is blamed; otherwise the suspects are blamed and the answer is 503,
+    or 504 (UpstreamTimeout) when every attempt timed out."""
     if errors and len(suspects) == len(errors):
         return UpstreamStatusError(f"every backend rejected this request: {errors[0].message}",
                                    upstream_status=502, body=None,
                                    backend_id=errors[0].backend_id)
     _blame(suspects)
     detail = "; ".join(e.message for e in errors) or "no backend fits this request"
+    timeouts = [e for e in errors if isinstance(e, UpstreamTimeout)]
+    if timeouts and len(timeouts) == len(errors):
+        return UpstreamTimeout(f"no backend of pool {plan.pool} answered in time: {detail}",
+                               phase=timeouts[-1].phase, backend_id=timeouts[-1].backend_id)
     return NoBackendAvailable(f"no backend could serve pool {plan.pool}: {detail}",
                               retry_after_s=retry_after_hint(errors))
 

@@ -33,6 +33,7 @@ from llmroute.errors import (
     BackendError,
     LLMRouteError,
     NoBackendAvailable,
+    UpstreamConnectError,
     UpstreamProtocolError,
     to_openai,
 )
@@ -159,8 +160,7 @@ class Relay:
             leg.first = None
             leg.attempt.output_tokens += 1 if chunk is not None else 0
             if chunk is None:
-                leg.end(None, ok=True)
-                self.leg = None
+                await self._ended(leg)
                 return
             if leg.fuse.armed:  # an unarmed fuse reacts to failures only
                 verdict = leg.fuse.observe(StreamEvent(chunk_entropies(chunk.obj)))
@@ -178,10 +178,22 @@ class Relay:
                     yield data
                 self.prewarm()
 
+    async def _ended(self, leg: _Leg) -> None:
+        """``leg``'s body ended (``[DONE]`` or the end of the response): the answer is whole
+        only once a ``finish_reason`` was seen; before that the stream was cut (a proxy that
+        crashed can end a chunked body cleanly), so the fuse hands off as for a cut."""
+        if self.seam.finished:
+            leg.end(None, ok=True)
+            self.leg = None
+            return
+        backend = leg.attempt.backend.id
+        await self._broken(leg, UpstreamConnectError(
+            f"{backend}: the stream ended before a finish_reason", backend_id=backend))
+
     async def _broken(self, leg: _Leg, err: BackendError) -> None:
         """``leg`` failed mid-stream: hand off, unless its answer was already complete (a
-        terminal chunk is held back), when only the ``[DONE]`` was lost."""
-        if self._tail is not None:
+        ``finish_reason`` was seen), when only the ``[DONE]`` was lost."""
+        if self.seam.finished:
             leg.end(None, ok=True)
             self.leg = None
             return

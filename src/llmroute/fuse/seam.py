@@ -29,7 +29,8 @@ def client_top_logprobs(endpoint: Endpoint, body: dict[str, Any]) -> int | None:
 
 class Seam:
     """Per-request stream state: ``text`` sent so far, ``tokens`` streamed (logprob entries,
-    else content chunks), ``tool_in_flight`` (tool-call deltas began, no finish yet)."""
+    else content chunks), ``tool_in_flight`` (tool-call deltas began, no finish yet),
+    ``finished`` (a ``finish_reason`` was seen: the answer is whole)."""
 
     def __init__(self, endpoint: Endpoint, client_top_logprobs: int | None):
         """``client_top_logprobs``: None when the client did not ask for logprobs, else the
@@ -40,6 +41,7 @@ class Seam:
         self.text = ""
         self.tokens = 0
         self.tool_in_flight = False
+        self.finished = False
         self.handoffs: list[dict[str, Any]] = []
         self._echo = ""
         self._held = ""
@@ -84,7 +86,7 @@ class Seam:
         self._account(choice, body, text, now)
         self._filter_logprobs(choice)
         if choice.get("finish_reason"):
-            self.tool_in_flight = False
+            self.tool_in_flight, self.finished = False, True
             return True
         return bool(text or body.get("tool_calls") or choice.get("logprobs")) \
             or (not self.handoffs and "role" in body)
