@@ -18,7 +18,9 @@ then only ``: keep-alive`` comments every 50 ms for s seconds, then the rest),
 (each item of ``events`` — a dict sent as JSON, or a str sent as is — as one ``data:`` event,
 then ``[DONE]``; a non-streamed request gets the first dict as its JSON answer).
 
-With ``stream_options.include_usage`` a usage chunk (no choices) follows the finish chunk.
+With ``stream_options.include_usage`` a usage chunk (no choices) follows the finish chunk
+(prompt tokens: 5 plus one per word of a trailing assistant message, as a continuation
+prefills its prefix).
 When a request asks for ``logprobs``, every streamed word carries ``top_logprobs``
 (peaked: entropy ≈ 0.072 nats; flat: 5 × p = 0.02, entropy = ln 50 ≈ 3.9 nats). With
 ``echo=True`` the upstream behaves like llama.cpp at a trailing assistant message: its first
@@ -137,6 +139,12 @@ async def _stream(request: web.Request, up: Upstream, step: Any,
     return resp
 
 
+def _continued(body: dict[str, Any]) -> str:
+    messages = body.get("messages") or []
+    last = messages[-1] if messages else {}
+    return last.get("content") or "" if last.get("role") == "assistant" else ""
+
+
 def _echoed(up: Upstream, body: dict[str, Any]) -> str:
     messages = body.get("messages") or []
     last = messages[-1] if messages else {}
@@ -198,9 +206,11 @@ async def _play(resp: web.StreamResponse, up: Upstream, kind: str, step: Any,
         await resp.write(_chunk(w, lps=lp, cid=cid))
     await resp.write(_chunk(None, "stop", cid=cid))
     if (body.get("stream_options") or {}).get("include_usage"):
+        prompt = 5 + len(_continued(body).split())  # a continuation's prefix is prompt
         usage = {"id": cid, "object": "chat.completion.chunk", "created": 1, "model": "fake",
-                 "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": len(words),
-                                          "total_tokens": 5 + len(words)}}
+                 "choices": [], "usage": {"prompt_tokens": prompt,
+                                          "completion_tokens": len(words),
+                                          "total_tokens": prompt + len(words)}}
         await resp.write(b"data: " + json.dumps(usage).encode() + b"\n\n")
     if kind == "cut_after_finish":
         resp.force_close()

@@ -42,7 +42,7 @@ from llmroute.fuse.entropy import chunk_entropies
 from llmroute.fuse.handoff import can_continue, echoed_text, leg_body
 from llmroute.fuse.monitor import Fuse
 from llmroute.fuse.retry import failure_reason
-from llmroute.fuse.seam import Seam, client_top_logprobs
+from llmroute.fuse.seam import Seam, client_top_logprobs, include_usage
 from llmroute.observe.fuse_events import FuseEvent
 from llmroute.types import Backend, ChatRequest, FuseVerdict, RoutePlan, StreamEvent
 
@@ -73,7 +73,10 @@ class Relay:
 
     def __init__(self, deps: Deps, request: ChatRequest, plan: RoutePlan, budget: Budget):
         self.deps, self.request, self.plan, self.budget = deps, request, plan, budget
-        self.seam = Seam(request.endpoint, client_top_logprobs(request.endpoint, request.body))
+        self.seam = Seam(request.endpoint, client_top_logprobs(request.endpoint, request.body),
+                         include_usage=include_usage(request.body),
+                         head=(f"chatcmpl-{request.request_id}", int(deps.wall_clock()),
+                               request.model))
         self.leg: _Leg | None = None
         self._warm: asyncio.Task[None] | None = None
         self._warmed_at: int | None = None  # seam.tokens when the last warm-up began
