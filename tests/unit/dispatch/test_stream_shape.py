@@ -12,6 +12,7 @@ from typing import Any
 import openai
 import pytest
 from fakes.router import make_config, open_router
+from fakes.streams import events
 from fakes.upstream import serve_upstream
 
 CHAT = "/v1/chat/completions"
@@ -21,11 +22,6 @@ HEAD = {"object": "chat.completion.chunk", "created": 1700000000, "model": "serv
 def chat(**extra: Any) -> dict[str, Any]:
     return {"model": "auto", "stream": True,
             "messages": [{"role": "user", "content": "What is the weather?"}], **extra}
-
-
-def events(text: str) -> list[Any]:
-    return [line[6:] if line[6:] == "[DONE]" else json.loads(line[6:])
-            for line in text.split("\n\n") if line.startswith("data: ")]
 
 
 def one(up: Any, engine: str = "vllm") -> Any:
