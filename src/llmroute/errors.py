@@ -266,9 +266,20 @@ def to_openai(err: LLMRouteError) -> tuple[int, dict[str, Any]]:
     return err.status, {"error": fields}
 
 
+def error_object(body: Any) -> dict[str, Any] | None:
+    """The error inside an engine's error body: OpenAI's ``{"error": {...}}``, or vLLM's
+    top-level ``{"object": "error", "message", "type", "code"}`` itself; None otherwise."""
+    if not isinstance(body, dict):
+        return None
+    inner = body.get("error")
+    if isinstance(inner, dict):
+        return inner
+    return body if body.get("object") == "error" else None
+
+
 def _engine_fields(body: Any) -> dict[str, Any]:
-    inner = body.get("error") if isinstance(body, dict) else None
-    if not isinstance(inner, dict):
+    inner = error_object(body)
+    if inner is None:
         return {}
     out = {k: inner[k] for k in ("message", "type", "param", "code")
            if isinstance(inner.get(k), str)}

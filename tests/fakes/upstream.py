@@ -2,7 +2,7 @@
 
 Each request takes the next step of ``script`` (the last step repeats). Steps:
 ``ok`` (answer normally: JSON, or SSE chunks with text ``reply``), ``("status", code,
-retry_after)``, ``("cut", n)`` (stream n chunks then drop the connection), ``("stall", s)``
+retry_after)`` (``retry_after`` seconds, or a dict of response headers), ``("cut", n)`` (stream n chunks then drop the connection), ``("stall", s)``
 (stream one chunk, then wait s seconds), ``malformed`` (a non-JSON chunk after one good one),
 ``inband`` (an in-band error event after one good one), ``no_done`` (stream without [DONE]),
 ``("hang", s)`` (wait s seconds before answering at all), ``("entropic", n)`` (stream the
@@ -109,7 +109,9 @@ async def _handle(request: web.Request) -> web.StreamResponse:
     if kind == "context":
         return web.json_response(CONTEXT_ERRORS[step[1]], status=400)
     if kind == "status":
-        headers = {"Retry-After": str(step[2])} if len(step) > 2 and step[2] else {}
+        extra = step[2] if len(step) > 2 else None
+        headers = extra if isinstance(extra, dict) else \
+            {"Retry-After": str(extra)} if extra else {}
         err = {"error": {"message": f"scripted {step[1]}", "type": "server_error",
                          "param": None, "code": None}}
         return web.json_response(err, status=step[1], headers=headers)

@@ -12,8 +12,10 @@ HTTP ≥ 400 → UpstreamStatusError, bad SSE/JSON or an in-band ``error`` → U
 from __future__ import annotations
 
 import asyncio
+import email.utils
+import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +26,7 @@ from llmroute.backends.sse import SSEDecoder
 from llmroute.config import TimeoutConfig
 from llmroute.errors import (
     BackendError,
+    error_object,
     UpstreamConnectError,
     UpstreamInBandError,
     UpstreamProtocolError,
@@ -199,16 +202,50 @@ async def _raise_for_status(resp: aiohttp.ClientResponse, backend: Backend) -> N
     message = _error_message(body, raw)
     raise UpstreamStatusError(f"{backend.id} answered {resp.status}: {message}",
                               upstream_status=resp.status, body=body,
-                              retry_after_s=_retry_after(resp.headers.get("retry-after")),
+                              retry_after_s=_retry_after(resp.headers),
                               backend_id=backend.id)
 
 
-def _retry_after(value: str | None) -> float | None:
-    """Retry-After in seconds (delta-seconds form; an HTTP-date is ignored)."""
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds until the engine takes requests again: ``Retry-After`` (delta-seconds or an
+    HTTP-date, RFC 9110 §10.2.3), else OpenAI's ``x-ratelimit-reset-requests`` /
+    ``-tokens`` durations (``6m0s``, ``1m30s``, ``20ms``): the largest of those whose
+    ``x-ratelimit-remaining-*`` is 0, else of all given. None when none is readable."""
+    value = headers.get("retry-after")
+    if value is not None:
+        return _delay_s(value.strip())
+    resets = {kind: _duration_s(headers.get(f"x-ratelimit-reset-{kind}"))
+              for kind in ("requests", "tokens")}
+    spent = [s for kind, s in resets.items()
+             if s is not None and headers.get(f"x-ratelimit-remaining-{kind}") == "0"]
+    known = spent or [s for s in resets.values() if s is not None]
+    return max(known) if known else None
+
+
+def _delay_s(value: str) -> float | None:
     try:
-        return max(float(value), 0.0) if value is not None else None
+        return max(float(value), 0.0)
     except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
         return None
+    return max(when.timestamp() - time.time(), 0.0)
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def _duration_s(value: str | None) -> float | None:
+    """A Go-style duration (``6m0s``, ``1m30s``, ``0.5s``, ``20ms``) in seconds, or None."""
+    if not value:
+        return None
+    parts = _DURATION.findall(value)
+    if not parts or "".join(n + u for n, u in parts) != value.strip():
+        return None
+    return sum(float(n) * _UNIT_S[u] for n, u in parts)
 
 
 def _try_json(raw: bytes | str) -> Any:
@@ -219,8 +256,11 @@ def _try_json(raw: bytes | str) -> Any:
 
 
 def _error_message(body: Any, raw: bytes) -> str:
-    if isinstance(body, dict) and isinstance(body.get("error"), dict):
-        return str(body["error"].get("message", ""))[:500]
+    """The engine's error message: OpenAI's ``{"error": {"message"}}`` or vLLM's top-level
+    ``{"object": "error", "message"}``; else the first 200 bytes of the body."""
+    inner = error_object(body)
+    if inner is not None:
+        return str(inner.get("message", ""))[:500]
     return raw[:200].decode("utf-8", "replace")
 
 
@@ -237,10 +277,21 @@ def _parse_chunk(data: str, backend: Backend) -> Chunk:
     if not isinstance(obj, dict):
         raise UpstreamProtocolError(f"{backend.id}: malformed stream chunk: {data[:120]!r}",
                                     backend_id=backend.id)
-    if obj.get("error") is not None:
+    if obj.get("error") is not None or obj.get("object") == "error":
         raise UpstreamInBandError(f"{backend.id}: error in stream: {_error_message(obj, b'')}",
-                                  backend_id=backend.id)
+                                  backend_id=backend.id, code=_in_band_code(obj))
     return Chunk(data, obj)
+
+
+def _in_band_code(obj: dict[str, Any]) -> str | None:
+    """``rate_limit_exceeded`` for an in-band 429 (its meaning kept for the client's error
+    event), else None (the generic code)."""
+    inner = error_object(obj) or {}
+    marks = {str(inner.get("code")), str(inner.get("type"))}
+    return "rate_limit_exceeded" if marks & _RATE_LIMIT_MARKS else None
+
+
+_RATE_LIMIT_MARKS = frozenset({"429", "rate_limit_exceeded", "rate_limit_error"})
 
 
 def _connect_error(exc: aiohttp.ClientError, backend: Backend) -> BackendError:

@@ -16,6 +16,7 @@ from llmroute.errors import (
     BackendError,
     LLMRouteError,
     NoBackendAvailable,
+    RateLimited,
     UpstreamStatusError,
     UpstreamTimeout,
 )
@@ -45,7 +46,8 @@ async def with_failover(deps: Deps, plan: RoutePlan, budget: Budget,
     attempt and what ``call`` returned.
 
     Raises the first non-retryable BackendError as is (a 4xx from the engine), UpstreamTimeout
-    (504) when every attempt timed out, or NoBackendAvailable when every attempt failed or
+    (504) when every attempt timed out, RateLimited (429) when every attempt was rate-limited,
+    or NoBackendAvailable when every attempt failed or
     there is no candidate.
     """
     errors: list[BackendError] = []
@@ -94,19 +96,27 @@ def _exhausted(plan: RoutePlan, errors: list[BackendError],
     """The error for a request no attempt served. When every attempt was an HTTP 500 with an
     error body, the request itself is the likely cause: the engine's answer is returned
     (502) and no breaker is blamed; otherwise the suspects are blamed and the answer is 503,
-    or 504 (UpstreamTimeout) when every attempt timed out."""
+    504 (UpstreamTimeout) when every attempt timed out, or 429 (RateLimited, with the
+    engines' largest Retry-After) when every attempt was rate-limited."""
     if errors and len(suspects) == len(errors):
         return UpstreamStatusError(f"every backend rejected this request: {errors[0].message}",
                                    upstream_status=502, body=None,
                                    backend_id=errors[0].backend_id)
     _blame(suspects)
     detail = "; ".join(e.message for e in errors) or "no backend fits this request"
+    if errors and all(_rate_limited(e) for e in errors):
+        return RateLimited(f"every backend of pool {plan.pool} is rate-limited: {detail}",
+                           retry_after_s=retry_after_hint(errors))
     timeouts = [e for e in errors if isinstance(e, UpstreamTimeout)]
     if timeouts and len(timeouts) == len(errors):
         return UpstreamTimeout(f"no backend of pool {plan.pool} answered in time: {detail}",
                                phase=timeouts[-1].phase, backend_id=timeouts[-1].backend_id)
     return NoBackendAvailable(f"no backend could serve pool {plan.pool}: {detail}",
                               retry_after_s=retry_after_hint(errors))
+
+
+def _rate_limited(err: BackendError) -> bool:
+    return isinstance(err, UpstreamStatusError) and err.upstream_status == 429
 
 
 def retry_after_hint(errors: list[BackendError]) -> float:
