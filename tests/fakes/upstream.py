@@ -9,7 +9,8 @@ retry_after)`` (``retry_after`` seconds, or a dict of response headers), ``("cut
 reply with peaked logprobs for the first n words and flat, high-entropy ones after),
 ``tool_cut`` (one tool-call fragment, then the connection drops), ``cut_after_finish``
 (the whole answer, then the connection drops before ``[DONE]``),
-``("context", engine)`` (a 400 context-length refusal as ``llamacpp`` or ``vllm`` words it),
+``("context", engine[, status])`` (a context-length refusal, 400 unless ``status`` is given,
+as an engine in ``CONTEXT_ERRORS`` words it),
 ``("clean_end", n)`` (n content chunks, then the body ends cleanly: no ``finish_reason``, no
 ``[DONE]``, as a crashing proxy terminates a chunked body), ``("keepalive", s)`` (one chunk,
 then only ``: keep-alive`` comments every 50 ms for s seconds, then the rest),
@@ -84,6 +85,18 @@ CONTEXT_ERRORS = {
     "vllm": {"object": "error", "type": "BadRequestError", "code": 400, "message": (
         "This model's maximum context length is 2048 tokens. However, you requested 4000 "
         "tokens.")},
+    "vllm-v1": {"object": "error", "type": "BadRequestError", "code": 400, "message": (
+        "The decoder prompt (length 4000) is longer than the maximum model length of 2048. "
+        "Make sure that `max_model_len` is no smaller than the number of text tokens.")},
+    "sglang": {"object": "error", "type": "BadRequestError", "code": 400, "param": None,
+               "message": "The input (4000 tokens) is longer than the model's context length "
+                          "(2048 tokens)."},
+    "llamacpp-old": {"error": {"code": 400, "type": "invalid_request_error",
+                               "message": "the request exceeds the available context size, "
+                                          "try increasing it"}},
+    "openai": {"error": {"message": "Your input is too long for this model.",
+                         "type": "invalid_request_error", "param": "messages",
+                         "code": "context_length_exceeded"}},
 }
 
 
@@ -107,7 +120,8 @@ async def _handle(request: web.Request) -> web.StreamResponse:
     step = up.next_step()
     kind = step[0] if isinstance(step, tuple) else step
     if kind == "context":
-        return web.json_response(CONTEXT_ERRORS[step[1]], status=400)
+        return web.json_response(CONTEXT_ERRORS[step[1]],
+                                 status=step[2] if len(step) > 2 else 400)
     if kind == "status":
         extra = step[2] if len(step) > 2 else None
         headers = extra if isinstance(extra, dict) else \

@@ -1,6 +1,7 @@
 """Failover before the first byte: ``with_failover`` tries the budget's candidates in order
 (connect errors, timeouts, 429, 5xx and context-length refusals move on; another 4xx is the
-client's answer), one ``Attempt`` each, with jittered back-off between failures."""
+client's answer; a context-length refusal, in any engine's words, moves on only to larger
+contexts and never blames the breaker), one ``Attempt`` each, with jittered back-off between failures."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from llmroute.dispatch.attempt import Attempt, Budget
 from llmroute.dispatch.deps import Deps
 from llmroute.errors import (
     BackendError,
+    ContextLengthExceeded,
     LLMRouteError,
     NoBackendAvailable,
     RateLimited,
@@ -59,11 +61,14 @@ async def with_failover(deps: Deps, plan: RoutePlan, budget: Budget,
         try:
             result = await call(cand.backend)
         except BackendError as err:
-            later = blame_later(err)
-            attempt.fail(err, to_breaker=not later)
+            overflow = is_context_overflow(err)
+            later = blame_later(err) and not overflow
+            attempt.fail(err, to_breaker=not later and not overflow)
             log.warning("attempt_failed", backend=cand.backend.id, error=err.message)
             _note_retry_after(deps, err)
-            if not err.retryable and not _wider_context(budget, cand, err):
+            if overflow:
+                _keep_larger_context(budget, cand, err)
+            elif not err.retryable:
                 raise
             errors.append(err)
             suspects += [attempt] if later else []
@@ -76,8 +81,15 @@ async def with_failover(deps: Deps, plan: RoutePlan, budget: Budget,
     raise _exhausted(plan, errors, suspects)
 
 
-def _wider_context(budget: Budget, cand: Candidate, err: BackendError) -> bool:
-    return is_context_overflow(err) and budget.keep_larger_context(cand.backend.context_length)
+def _keep_larger_context(budget: Budget, cand: Candidate, err: BackendError) -> None:
+    """After a context-length refusal only larger-context candidates are left. Raises when
+    there is none: an engine's own 400 as is, any other refusal as ContextLengthExceeded."""
+    if budget.keep_larger_context(cand.backend.context_length):
+        return
+    if isinstance(err, UpstreamStatusError) and err.upstream_status == 400:
+        raise err
+    raise ContextLengthExceeded(f"no backend has the context this request needs: "
+                                f"{err.message}") from err
 
 
 def _note_retry_after(deps: Deps, err: BackendError) -> None:

@@ -31,6 +31,7 @@ from llmroute.dispatch.deps import Deps
 from llmroute.dispatch.failover import with_failover
 from llmroute.errors import (
     BackendError,
+    ContextLengthExceeded,
     LLMRouteError,
     NoBackendAvailable,
     UpstreamConnectError,
@@ -41,7 +42,7 @@ from llmroute.fuse.arming import entropy_armed
 from llmroute.fuse.entropy import chunk_entropies
 from llmroute.fuse.handoff import can_continue, echoed_text, leg_body
 from llmroute.fuse.monitor import Fuse
-from llmroute.fuse.retry import failure_reason
+from llmroute.fuse.retry import failure_reason, is_context_overflow
 from llmroute.fuse.seam import Seam, client_top_logprobs, include_usage
 from llmroute.observe.fuse_events import FuseEvent
 from llmroute.types import Backend, ChatRequest, FuseVerdict, RoutePlan, StreamEvent
@@ -61,10 +62,11 @@ class _Leg:
     first: Chunk | None
     fuse: Fuse
 
-    def end(self, err: BackendError | None = None, ok: bool = False) -> None:
+    def end(self, err: BackendError | None = None, ok: bool = False,
+            to_breaker: bool = True) -> None:
         """Close the upstream request and settle the attempt (``Attempt.end``: once)."""
         self.upstream.close()
-        self.attempt.end(err, ok=ok)
+        self.attempt.end(err, ok=ok, to_breaker=to_breaker)
 
 
 class Relay:
@@ -218,13 +220,18 @@ class Relay:
 
     async def _hand_off(self, leg: _Leg, verdict: FuseVerdict, err: BackendError | None
                         ) -> None:
-        """Stop ``leg`` and open the next one; raises the failure when nothing is left."""
-        leg.end(err)
+        """Stop ``leg`` and open the next one; raises the failure when nothing is left. After
+        a context-length refusal only a larger context may continue, and the breaker is not
+        blamed."""
         old = leg.attempt.backend
+        overflow = err is not None and is_context_overflow(err)
+        leg.end(err, to_breaker=not overflow)
+        if overflow:
+            self.budget.keep_larger_context(old.context_length)
         if not self._can_continue() or not can_continue(self.request.body,
                                                         self.request.endpoint, self.seam.text):
             await self._record(old, verdict, None)
-            raise err or NoBackendAvailable("no backend can continue this answer")
+            raise _dead_end(err, overflow)
         try:
             new = await self.open_leg()
         except LLMRouteError:
@@ -278,6 +285,16 @@ async def _first(chunks: AsyncIterator[Chunk], backend: Backend) -> Chunk:
     except StopAsyncIteration:
         raise UpstreamProtocolError(f"{backend.id}: stream ended before any chunk",
                                     backend_id=backend.id) from None
+
+
+def _dead_end(err: BackendError | None, overflow: bool) -> LLMRouteError:
+    """The error that ends a stream nothing can continue."""
+    if err is None:
+        return NoBackendAvailable("no backend can continue this answer")
+    if overflow:
+        return ContextLengthExceeded(f"no backend has the context this answer needs: "
+                                     f"{err.message}")
+    return err
 
 
 def error_event(err: LLMRouteError) -> bytes:
