@@ -56,7 +56,8 @@ class Seam:
         number of alternatives it asked for (0 for the chosen token only; legacy completions
         keep the engine's logprobs as they are); ``include_usage``: the client asked for the
         usage chunk; ``head``: the ``(id, created, model)`` that stands in for blank ones."""
-        self._key = "text" if endpoint == "completions" else "content"
+        self._legacy = endpoint == "completions"
+        self._key = "text" if self._legacy else "content"
         self._client_top = client_top_logprobs
         self._usage = include_usage
         self._default_head = head
@@ -93,7 +94,7 @@ class Seam:
         if not choices and (usage is None or not self._usage):
             return None  # metadata only, or usage the client did not ask for
         obj["id"], obj["created"], obj["model"] = self._head or self._take_head(obj)
-        if self._key == "text" and obj.get("object") == "chat.completion.chunk":
+        if self._legacy and obj.get("object") == "chat.completion.chunk":
             obj["object"] = "text_completion"
         carried = [self._choice(c, now) for c in choices]
         keep = any(carried) or not choices or not self.handoffs
@@ -136,32 +137,35 @@ class Seam:
 
     def _choice(self, choice: dict[str, Any], now: float) -> bool:
         """Rewrite one choice in place; False when it carries nothing for the client."""
-        if self._key == "text" and "delta" in choice:
+        if self._legacy and "delta" in choice:
             legacy = text_choice(choice)
             choice.clear()
             choice.update(legacy)
-        body = choice.get("delta") if self._key == "content" else choice
+        body = choice if self._legacy else choice.get("delta")
         body = body if isinstance(body, dict) else {}
-        if body.get("tool_calls"):
-            body["tool_calls"] = self._tools.normalise(body["tool_calls"])
+        calls = body.get("tool_calls")
+        if calls:
+            calls = body["tool_calls"] = self._tools.normalise(calls)
+            self.tool_in_flight = True
         text = self._unecho(body.get(self._key) or "")
         if self._key in body and body[self._key] is not None:
             body[self._key] = text
-        self._account(choice, body, text, now)
+        self._account(choice, bool(text or calls), text, now)
         self._filter_logprobs(choice)
         if choice.get("finish_reason"):
             self.tool_in_flight, self.finished = False, True
             return True
-        return bool(text or body.get("tool_calls") or choice.get("logprobs")) \
+        return bool(text or calls or choice.get("logprobs")) \
             or (not self.handoffs and "role" in body)
 
-    def _account(self, choice: dict[str, Any], body: dict[str, Any], text: str,
+    def _account(self, choice: dict[str, Any], carries: bool, text: str,
                  now: float) -> None:
-        lp = (choice.get("logprobs") or {}).get("content") if self._key == "content" else None
-        new_tokens = len(lp) if lp else (1 if text or body.get("tool_calls") else 0)
+        """Count the tokens ``choice`` brings (its logprob entries, else 1 when it
+        ``carries`` text or tool calls) and note when they came."""
+        lp = None if self._legacy else (choice.get("logprobs") or {}).get("content")
+        new_tokens = len(lp) if lp else (1 if carries else 0)
         self.tokens += new_tokens
         self.text += text
-        self.tool_in_flight = self.tool_in_flight or bool(body.get("tool_calls"))
         if new_tokens:
             if self._gap_open and self._last_token_at is not None:
                 self.handoffs[-1]["gap_ms"] = round((now - self._last_token_at) * 1000, 1)
@@ -181,7 +185,7 @@ class Seam:
         return held.removeprefix(echo)
 
     def _filter_logprobs(self, choice: dict[str, Any]) -> None:
-        if "logprobs" not in choice or self._key == "text":
+        if self._legacy or "logprobs" not in choice:
             return
         if self._client_top is None:
             del choice["logprobs"]
