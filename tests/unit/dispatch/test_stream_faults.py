@@ -5,7 +5,11 @@ for the TTFT and stall timers; a request whose every attempt timed out is a 504.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -52,6 +56,52 @@ async def test_a_truncated_body_with_nowhere_to_go_ends_with_an_error_event():
     assert chunks[-1]["error"]["code"] == "upstream_connect_error"
     assert "finish_reason" in chunks[-1]["error"]["message"]
     assert 'llmroute_fuse_dead_ends_total{backend="b0",reason="cut"} 1.0' in metrics
+
+
+@contextlib.asynccontextmanager
+async def close_delimited(words: list[str]) -> AsyncIterator[str]:
+    """A raw HTTP/1.1 engine whose SSE body has no length and no chunking: it ends when the
+    connection closes, here after ``words`` and before any finish_reason."""
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(int(h.split(b":")[1]) for h in head.split(b"\r\n")
+                      if h.lower().startswith(b"content-length"))
+        await reader.readexactly(length)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                     b"Connection: close\r\n\r\n")
+        for w in words:
+            chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                     "choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}]}
+            writer.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        yield f"http://127.0.0.1:{port}"
+
+
+async def test_a_close_delimited_body_cut_before_a_finish_reason_is_handed_off():
+    async with close_delimited(["The", " quick"]) as url, \
+            serve_upstream(["ok"], FALLBACK) as b:
+        cfg = make_config([{"id": "b0", "pool": "general", "base_url": url},
+                           {"id": "b1", "pool": "general", "base_url": b.base_url}])
+        async with open_router(cfg) as (_, client):
+            r = await client.post(CHAT, json=chat())
+    chunks = events(r.text)
+    assert chunks[-1] == "[DONE]" and content(chunks) == "The quick" + FALLBACK
+    assert chunks[-2]["llmroute"]["handoffs"][0]["reason"] == "cut"
+
+
+async def test_done_without_a_finish_reason_is_not_a_whole_answer():
+    first = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+             "choices": [{"index": 0, "delta": {"content": "Half"}, "finish_reason": None}]}
+    async with serve_upstream([("raw", [first])]) as a, \
+            open_router(make_config(backends(a))) as (_, client):
+        r = await client.post(CHAT, json=chat())
+    chunks = events(r.text)
+    assert "[DONE]" not in chunks and chunks[-1]["error"]["code"] == "upstream_connect_error"
 
 
 async def test_an_empty_data_event_is_skipped():
