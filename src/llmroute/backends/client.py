@@ -26,12 +26,12 @@ from llmroute.backends.sse import SSEDecoder
 from llmroute.config import TimeoutConfig
 from llmroute.errors import (
     BackendError,
-    error_object,
     UpstreamConnectError,
     UpstreamInBandError,
     UpstreamProtocolError,
     UpstreamStatusError,
     UpstreamTimeout,
+    error_object,
 )
 from llmroute.types import Backend, Endpoint
 
@@ -99,7 +99,7 @@ class BackendClient:
         Raises BackendError here for connect errors, HTTP errors and a TTFT timeout on the
         response headers; iteration raises BackendError for later failures.
         """
-        deadline = time.monotonic() + self._timeouts.total_s
+        started = time.monotonic()
         ttft_s = backend.ttft_s or self._timeouts.ttft_s
         try:
             async with asyncio.timeout(ttft_s):
@@ -115,7 +115,7 @@ class BackendClient:
             if resp.status >= 400:
                 resp.close()
         return UpstreamStream(resp, backend, (ttft_s, backend.stall_s or self._timeouts.stall_s),
-                              deadline)
+                              started, started + self._timeouts.total_s)
 
     def _post(self, backend: Backend, endpoint: Endpoint, body: dict[str, Any],
               request_id: str, timeout: aiohttp.ClientTimeout | None = None) -> Any:
@@ -138,12 +138,14 @@ class UpstreamStream:
     """
 
     def __init__(self, resp: aiohttp.ClientResponse, backend: Backend,
-                 token_timeouts: tuple[float, float], deadline: float):
-        """``token_timeouts``: (TTFT, stall) in seconds; ``deadline``: ``time.monotonic()``
-        seconds by which the whole answer must be in."""
+                 token_timeouts: tuple[float, float], started: float, deadline: float):
+        """``token_timeouts``: (TTFT, stall) in seconds; ``started``: when the request was
+        sent (the TTFT runs from then) and ``deadline``: by when the whole answer must be
+        in, both ``time.monotonic()`` seconds."""
         self._resp = resp
         self._backend = backend
         self._ttft_s, self._stall_s = token_timeouts
+        self._started = started
         self._deadline = deadline
 
     def close(self) -> None:
@@ -160,7 +162,7 @@ class UpstreamStream:
     async def _events(self) -> AsyncIterator[Chunk]:
         decoder = SSEDecoder()
         phase, wait_s = "ttft", self._ttft_s
-        token_by = time.monotonic() + wait_s  # the next data event is due by then
+        token_by = self._started + wait_s  # the next data event is due by then
         while True:
             data = await self._read(phase, wait_s, token_by)
             events = decoder.feed(data) if data else decoder.close()
