@@ -20,7 +20,9 @@
     │   ├── AuthenticationFailed       401 invalid_api_key (missing, unknown, revoked, expired)
     │   ├── PermissionDenied           403 the key may not use this model / pool / surface
     │   └── RateLimited                429 rate_limit_exceeded / insufficient_quota; .retry_after_s
-    ├── NoBackendAvailable             503: every candidate failed or none is usable
+    ├── NoBackendAvailable             503: every candidate failed or none is usable (every
+    │                                  attempt timed out: UpstreamTimeout, 504; every attempt
+    │                                  rate-limited: RateLimited, 429 with Retry-After)
     ├── StateUnavailable               503: the state store did not answer in time
     ├── ConfigError                    bad configuration; message names file:line:field
     ├── EngineError                    a local engine could not be built, started or stopped

@@ -1,7 +1,8 @@
 """Failover before the first byte: ``with_failover`` tries the budget's candidates in order
 (connect errors, timeouts, 429, 5xx and context-length refusals move on; another 4xx is the
 client's answer; a context-length refusal, in any engine's words, moves on only to larger
-contexts and never blames the breaker), one ``Attempt`` each, with jittered back-off between failures."""
+contexts and never blames the breaker), one ``Attempt`` each, with jittered back-off between
+failures."""
 
 from __future__ import annotations
 
@@ -47,10 +48,11 @@ async def with_failover(deps: Deps, plan: RoutePlan, budget: Budget,
     ``Retry-After`` holds that backend's breaker open. Returns the successful (unsettled)
     attempt and what ``call`` returned.
 
-    Raises the first non-retryable BackendError as is (a 4xx from the engine), UpstreamTimeout
-    (504) when every attempt timed out, RateLimited (429) when every attempt was rate-limited,
-    or NoBackendAvailable when every attempt failed or
-    there is no candidate.
+    Raises the first non-retryable BackendError as is (a 4xx from the engine),
+    ContextLengthExceeded when a context refusal leaves no larger context (an engine's 400
+    as is), UpstreamTimeout (504) when every attempt timed out, RateLimited (429) when
+    every attempt was rate-limited, or NoBackendAvailable when every attempt failed or there
+    is no candidate.
     """
     errors: list[BackendError] = []
     suspects: list[Attempt] = []
