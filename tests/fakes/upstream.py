@@ -3,8 +3,9 @@
 Each request takes the next step of ``script`` (the last step repeats). Steps:
 ``ok`` (answer normally: JSON, or SSE chunks with text ``reply``), ``("status", code,
 retry_after)`` (``retry_after`` seconds, or a dict of response headers), ``("cut", n)``
-(stream n chunks then drop the connection), ``("stall", s)`` (stream one chunk, then wait s seconds), ``malformed`` (a non-JSON chunk after one good one),
-``inband`` (an in-band error event after one good one), ``no_done`` (stream without [DONE]),
+(stream n chunks then drop the connection), ``("stall", s)`` (stream one chunk, then wait
+s seconds), ``malformed`` (a non-JSON chunk after one good one), ``inband`` (an in-band
+error event after one good one), ``no_done`` (stream without [DONE]),
 ``("hang", s)`` (wait s seconds before answering at all), ``("entropic", n)`` (stream the
 reply with peaked logprobs for the first n words and flat, high-entropy ones after),
 ``tool_cut`` (one tool-call fragment, then the connection drops), ``cut_after_finish``
