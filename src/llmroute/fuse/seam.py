@@ -82,8 +82,9 @@ class Seam:
         self._echo, self._held, self._gap_open = echo, "", True
 
     def rewrite(self, obj: dict[str, Any], now: float) -> dict[str, Any] | None:
-        """The client's version of upstream chunk ``obj``, or None when nothing is left to
-        send (an echo swallowed whole, or a repeated role chunk after a handoff)."""
+        """The client's version of upstream chunk ``obj`` (rewritten in place), or None when
+        nothing is left to send (an echo swallowed whole, a repeated role chunk after a
+        handoff, a chunk without choices that is not usage the client asked for)."""
         choices = obj.get("choices") or []
         usage = obj.get("usage")
         if usage is not None:
