@@ -162,7 +162,8 @@ class BackendConfig(_Strict):
     the environment variable named by ``api_key_env``. ``mode``: ``chat`` (chat and legacy
     completions) or ``embeddings`` (the backend serves ``POST /v1/embeddings`` only; every
     backend of its pool must be one too). ``tokenizer``: a tokenizer file that counts its
-    prompts (else its engine kind's tokenize endpoint, if any)."""
+    prompts (else its engine kind's tokenize endpoint, if any). ``ttft_s`` / ``stall_s``
+    override ``timeouts.ttft_s`` / ``timeouts.stall_s`` for this backend."""
 
     id: str = Field(pattern=_ID)
     pool: str
@@ -177,6 +178,8 @@ class BackendConfig(_Strict):
     capabilities: tuple[Capability, ...] | None = None
     mode: Literal["chat", "embeddings"] = "chat"
     tokenizer: TokenizerConfig | None = None
+    ttft_s: float | None = Field(None, gt=0)
+    stall_s: float | None = Field(None, gt=0)
 
     @field_validator("engine")
     @classmethod

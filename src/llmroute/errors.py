@@ -21,7 +21,9 @@
     │   ├── AuthenticationFailed       401 invalid_api_key (missing, unknown, revoked, expired)
     │   ├── PermissionDenied           403 the key may not use this model / pool / surface
     │   └── RateLimited                429 rate_limit_exceeded / insufficient_quota; .retry_after_s
-    ├── NoBackendAvailable             503: every candidate failed or none is usable
+    ├── NoBackendAvailable             503: every candidate failed or none is usable (every
+    │   │                              attempt timed out: UpstreamTimeout, 504; every attempt
+    │   │                              rate-limited: RateLimited, 429 with Retry-After)
     │   └── Overloaded                 503 every engine saturated: shed by priority class
     ├── StateUnavailable               503: the state store did not answer in time
     ├── ShuttingDown                   503 server_shutting_down: draining after SIGTERM
@@ -305,9 +307,20 @@ def to_openai(err: LLMRouteError) -> tuple[int, dict[str, Any]]:
     return err.status, {"error": fields}
 
 
+def error_object(body: Any) -> dict[str, Any] | None:
+    """The error inside an engine's error body: OpenAI's ``{"error": {...}}``, or vLLM's
+    top-level ``{"object": "error", "message", "type", "code"}`` itself; None otherwise."""
+    if not isinstance(body, dict):
+        return None
+    inner = body.get("error")
+    if isinstance(inner, dict):
+        return inner
+    return body if body.get("object") == "error" else None
+
+
 def _engine_fields(body: Any) -> dict[str, Any]:
-    inner = body.get("error") if isinstance(body, dict) else None
-    if not isinstance(inner, dict):
+    inner = error_object(body)
+    if inner is None:
         return {}
     out = {k: inner[k] for k in ("message", "type", "param", "code")
            if isinstance(inner.get(k), str)}

@@ -22,7 +22,9 @@ class Backend:
     upstream; ``context_length`` is the per-request context window in tokens;
     ``capabilities`` (``tools``, ``logprobs``, ``continuation``) as configured, or None for
     the engine kind's defaults (``backends/engines.py``); ``mode``: ``chat`` (chat and
-    legacy completions) or ``embeddings`` (``POST /v1/embeddings`` only).
+    legacy completions) or ``embeddings`` (``POST /v1/embeddings`` only); ``ttft_s`` and
+    ``stall_s`` (seconds) override the configured ``timeouts`` for this backend (None: the
+    global ones).
     """
 
     id: str
@@ -34,6 +36,8 @@ class Backend:
     api_key: str | None = None
     capabilities: frozenset[str] | None = None
     mode: str = "chat"
+    ttft_s: float | None = None
+    stall_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,17 +2,28 @@
 
 Each request takes the next step of ``script`` (the last step repeats). Steps:
 ``ok`` (answer normally: JSON, or SSE chunks with text ``reply``), ``("status", code,
-retry_after)``, ``("cut", n)`` (stream n chunks then drop the connection), ``("stall", s)``
-(stream one chunk, then wait s seconds), ``malformed`` (a non-JSON chunk after one good one),
-``inband`` (an in-band error event after one good one), ``no_done`` (stream without [DONE]),
+retry_after)`` (``retry_after`` seconds, or a dict of response headers), ``("cut", n)``
+(stream n chunks then drop the connection), ``("stall", s)`` (stream one chunk, then wait
+s seconds), ``malformed`` (a non-JSON chunk after one good one), ``inband`` (an in-band
+error event after one good one), ``no_done`` (stream without [DONE]),
 ``("hang", s)`` (wait s seconds before answering at all), ``("entropic", n)`` (stream the
 reply with peaked logprobs for the first n words and flat, high-entropy ones after),
 ``tool_cut`` (one tool-call fragment, then the connection drops), ``cut_after_finish``
 (the whole answer, then the connection drops before ``[DONE]``),
-``("context", engine)`` (a 400 context-length refusal as ``llamacpp`` or ``vllm`` words it),
-``("say", text)`` (answer normally, non-streamed, with ``text`` instead of ``reply``).
+``("say", text)`` (answer normally, non-streamed, with ``text`` instead of ``reply``),
+``("context", engine[, status])`` (a context-length refusal, 400 unless ``status`` is given,
+as an engine in ``CONTEXT_ERRORS`` words it),
+``("clean_end", n)`` (n content chunks, then the body ends cleanly: no ``finish_reason``, no
+``[DONE]``, as a crashing proxy terminates a chunked body), ``("keepalive", s)`` (one chunk,
+then only ``: keep-alive`` comments every 50 ms for s seconds, then the rest),
+``("keepalive_ttft", s)`` (the comments for s seconds before the first chunk),
+``empty_data`` (an event with an empty ``data:`` line between two chunks), ``("raw", events)``
+(each item of ``events`` — a dict sent as JSON, or a str sent as is — as one ``data:`` event,
+then ``[DONE]``; a non-streamed request gets the first dict as its JSON answer).
 
-With ``stream_options.include_usage`` a usage chunk (no choices) follows the finish chunk.
+With ``stream_options.include_usage`` a usage chunk (no choices) follows the finish chunk
+(prompt tokens: 5 plus one per word of a trailing assistant message, as a continuation
+prefills its prefix).
 When a request asks for ``logprobs``, every streamed word carries ``top_logprobs``
 (peaked: entropy ≈ 0.072 nats; flat: 5 × p = 0.02, entropy = ln 50 ≈ 3.9 nats); a
 non-streamed answer then carries each word's logprob (ln 0.99 peaked, ln 0.02 flat; with
@@ -93,6 +104,18 @@ CONTEXT_ERRORS = {
     "vllm": {"object": "error", "type": "BadRequestError", "code": 400, "message": (
         "This model's maximum context length is 2048 tokens. However, you requested 4000 "
         "tokens.")},
+    "vllm-v1": {"object": "error", "type": "BadRequestError", "code": 400, "message": (
+        "The decoder prompt (length 4000) is longer than the maximum model length of 2048. "
+        "Make sure that `max_model_len` is no smaller than the number of text tokens.")},
+    "sglang": {"object": "error", "type": "BadRequestError", "code": 400, "param": None,
+               "message": "The input (4000 tokens) is longer than the model's context length "
+                          "(2048 tokens)."},
+    "llamacpp-old": {"error": {"code": 400, "type": "invalid_request_error",
+                               "message": "the request exceeds the available context size, "
+                                          "try increasing it"}},
+    "openai": {"error": {"message": "Your input is too long for this model.",
+                         "type": "invalid_request_error", "param": "messages",
+                         "code": "context_length_exceeded"}},
 }
 
 
@@ -117,9 +140,12 @@ async def _handle(request: web.Request) -> web.StreamResponse:
     step = up.next_step()
     kind = step[0] if isinstance(step, tuple) else step
     if kind == "context":
-        return web.json_response(CONTEXT_ERRORS[step[1]], status=400)
+        return web.json_response(CONTEXT_ERRORS[step[1]],
+                                 status=step[2] if len(step) > 2 else 400)
     if kind == "status":
-        headers = {"Retry-After": str(step[2])} if len(step) > 2 and step[2] else {}
+        extra = step[2] if len(step) > 2 else None
+        headers = extra if isinstance(extra, dict) else \
+            {"Retry-After": str(extra)} if extra else {}
         err = {"error": {"message": f"scripted {step[1]}", "type": "server_error",
                          "param": None, "code": None}}
         return web.json_response(err, status=step[1], headers=headers)
@@ -132,6 +158,8 @@ async def _handle(request: web.Request) -> web.StreamResponse:
     if kind == "say":
         return web.json_response(_completion(dataclasses.replace(up, reply=step[1]), body))
     if not body.get("stream"):
+        if kind == "raw":
+            return web.json_response(next(e for e in step[1] if isinstance(e, dict)))
         return web.json_response(_completion(up, body, step))
     return await _stream(request, up, step, body)
 
@@ -162,6 +190,12 @@ async def _stream(request: web.Request, up: Upstream, step: Any,
     return resp
 
 
+def _continued(body: dict[str, Any]) -> str:
+    messages = body.get("messages") or []
+    last = messages[-1] if messages else {}
+    return last.get("content") or "" if last.get("role") == "assistant" else ""
+
+
 def _echoed(up: Upstream, body: dict[str, Any]) -> str:
     messages = body.get("messages") or []
     last = messages[-1] if messages else {}
@@ -177,6 +211,17 @@ async def _play(resp: web.StreamResponse, up: Upstream, kind: str, step: Any,
     if not body.get("logprobs"):
         lps = [None] * len(words)
     cid = f"chatcmpl-{len(up.requests)}"
+    if kind == "raw":
+        for e in step[1]:
+            data = e if isinstance(e, str) else json.dumps(e)
+            await resp.write(b"data: " + data.encode() + b"\n\n")
+        await resp.write(b"data: [DONE]\n\n")
+        return
+    if kind == "clean_end":
+        for w, lp in zip(words[: step[1]], lps, strict=False):
+            await resp.write(_chunk(w, lps=lp, cid=cid))
+        await resp.write_eof()
+        return
     if kind == "tool_cut":
         call = {"index": 0, "id": "call_1", "type": "function",
                 "function": {"name": "get_weather", "arguments": '{"ci'}}
@@ -192,9 +237,15 @@ async def _play(resp: web.StreamResponse, up: Upstream, kind: str, step: Any,
         if resp.task is not None and resp._req is not None:
             resp._req.transport.close()
         return
+    if kind == "keepalive_ttft":
+        await _keep_alive(resp, step[1])
     await resp.write(_chunk(words[0], lps=lps[0], cid=cid))
     if kind == "stall":
         await asyncio.sleep(step[1])
+    if kind == "keepalive":
+        await _keep_alive(resp, step[1])
+    if kind == "empty_data":
+        await resp.write(b"data:\n\n")
     if kind == "malformed":
         await resp.write(b"data: {not json\n\n")
         return
@@ -206,9 +257,11 @@ async def _play(resp: web.StreamResponse, up: Upstream, kind: str, step: Any,
         await resp.write(_chunk(w, lps=lp, cid=cid))
     await resp.write(_chunk(None, "stop", cid=cid))
     if (body.get("stream_options") or {}).get("include_usage"):
+        prompt = 5 + len(_continued(body).split())  # a continuation's prefix is prompt
         usage = {"id": cid, "object": "chat.completion.chunk", "created": 1, "model": "fake",
-                 "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": len(words),
-                                          "total_tokens": 5 + len(words)}}
+                 "choices": [], "usage": {"prompt_tokens": prompt,
+                                          "completion_tokens": len(words),
+                                          "total_tokens": prompt + len(words)}}
         await resp.write(b"data: " + json.dumps(usage).encode() + b"\n\n")
     if kind == "cut_after_finish":
         resp.force_close()
@@ -224,6 +277,12 @@ async def _health(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"} if request.app[UPSTREAM].healthy
                              else {"status": "loading"},
                              status=200 if request.app[UPSTREAM].healthy else 503)
+
+
+async def _keep_alive(resp: web.StreamResponse, seconds: float) -> None:
+    for _ in range(int(seconds / 0.05)):
+        await resp.write(b": keep-alive\n\n")
+        await asyncio.sleep(0.05)
 
 
 @contextlib.asynccontextmanager

@@ -70,7 +70,7 @@ def _backend(b: BackendConfig, urls: dict[str, str]) -> Backend:
                                                  variable=b.api_key_env)
     caps = frozenset(b.capabilities) if b.capabilities is not None else None
     return Backend(b.id, b.pool, b.engine, url, b.model, b.effective_context(), key, caps,
-                   b.mode)
+                   mode=b.mode, ttft_s=b.ttft_s, stall_s=b.stall_s)
 
 
 def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSession,

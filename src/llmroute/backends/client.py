@@ -12,9 +12,11 @@ HTTP ≥ 400 → UpstreamStatusError, bad SSE/JSON or an in-band ``error`` → U
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import errno
+import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +32,7 @@ from llmroute.errors import (
     UpstreamProtocolError,
     UpstreamStatusError,
     UpstreamTimeout,
+    error_object,
 )
 from llmroute.types import Backend, Endpoint
 
@@ -104,12 +107,13 @@ class BackendClient:
         Raises BackendError here for connect errors, HTTP errors and a TTFT timeout on the
         response headers; iteration raises BackendError for later failures.
         """
-        deadline = time.monotonic() + self._timeouts.total_s
+        started = time.monotonic()
+        ttft_s = backend.ttft_s or self._timeouts.ttft_s
         try:
-            async with asyncio.timeout(self._timeouts.ttft_s):
+            async with asyncio.timeout(ttft_s):
                 resp = await self._post(backend, endpoint, body, request_id)
         except TimeoutError as exc:
-            raise UpstreamTimeout(f"{backend.id}: no response within {self._timeouts.ttft_s} s",
+            raise UpstreamTimeout(f"{backend.id}: no response within {ttft_s} s",
                                   phase="ttft", backend_id=backend.id) from exc
         except aiohttp.ClientError as exc:
             raise _connect_error(exc, backend) from exc
@@ -118,7 +122,8 @@ class BackendClient:
         finally:
             if resp.status >= 400:
                 resp.close()
-        return UpstreamStream(resp, backend, self._timeouts, deadline)
+        return UpstreamStream(resp, backend, (ttft_s, backend.stall_s or self._timeouts.stall_s),
+                              started, started + self._timeouts.total_s)
 
     async def post_json(self, backend: Backend, path: str, body: dict[str, Any],
                         timeout_s: float) -> dict[str, Any]:
@@ -155,14 +160,20 @@ class UpstreamStream:
 
     Iteration raises UpstreamTimeout (``ttft`` before the first event, ``stall`` between
     events, ``total``), UpstreamConnectError for a cut, UpstreamProtocolError for a
-    malformed chunk or an in-band ``error`` event.
+    malformed chunk or an in-band ``error`` event. The TTFT and stall timers run from the
+    request and from the last data event: comments (keep-alives) and empty events do not
+    reset them, as they carry no token.
     """
 
     def __init__(self, resp: aiohttp.ClientResponse, backend: Backend,
-                 timeouts: TimeoutConfig, deadline: float):
+                 token_timeouts: tuple[float, float], started: float, deadline: float):
+        """``token_timeouts``: (TTFT, stall) in seconds; ``started``: when the request was
+        sent (the TTFT runs from then) and ``deadline``: by when the whole answer must be
+        in, both ``time.monotonic()`` seconds."""
         self._resp = resp
         self._backend = backend
-        self._timeouts = timeouts
+        self._ttft_s, self._stall_s = token_timeouts
+        self._started = started
         self._deadline = deadline
 
     def close(self) -> None:
@@ -178,28 +189,39 @@ class UpstreamStream:
 
     async def _events(self) -> AsyncIterator[Chunk]:
         decoder = SSEDecoder()
-        phase, wait_s = "ttft", self._timeouts.ttft_s
+        phase, wait_s = "ttft", self._ttft_s
+        token_by = self._started + wait_s  # the next data event is due by then
         while True:
-            left = self._deadline - time.monotonic()
-            data = await _read(self._resp, self._backend, phase, min(wait_s, left))
+            data = await self._read(phase, wait_s, token_by)
             events = decoder.feed(data) if data else decoder.close()
+            got = False
             for event in events:
-                if event.data.strip() == "[DONE]":
+                text = event.data.strip()
+                if not text:  # an empty ``data:`` event carries nothing: skipped
+                    continue
+                if text == "[DONE]":
                     return
-                yield _parse_chunk(event.data, self._backend)
-                phase, wait_s = "stall", self._timeouts.stall_s
+                got = True
+                yield _parse_chunk(text, self._backend)
             if not data:
                 return
+            if got:
+                phase, wait_s = "stall", self._stall_s
+                token_by = time.monotonic() + wait_s
 
-
-async def _read(resp: aiohttp.ClientResponse, backend: Backend, phase: str,
-                timeout_s: float) -> bytes:
-    try:
-        async with asyncio.timeout(max(timeout_s, 0.0)):
-            return await resp.content.readany()
-    except TimeoutError as exc:
-        raise UpstreamTimeout(f"{backend.id}: no token for {timeout_s:.1f} s ({phase})",
-                              phase=phase, backend_id=backend.id) from exc
+    async def _read(self, phase: str, wait_s: float, token_by: float) -> bytes:
+        """The next bytes (``b""`` at the end), within the token timer (``token_by``, set
+        ``wait_s`` after the last data event) and the total deadline."""
+        total = self._deadline < token_by
+        left = max((self._deadline if total else token_by) - time.monotonic(), 0.0)
+        try:
+            async with asyncio.timeout(left):
+                return await self._resp.content.readany()
+        except TimeoutError as exc:
+            why = "the answer ran past its total time" if total else \
+                f"no token for {wait_s:.1f} s ({phase})"
+            raise UpstreamTimeout(f"{self._backend.id}: {why}", phase="total" if total else phase,
+                                  backend_id=self._backend.id) from exc
 
 
 async def _raise_for_status(resp: aiohttp.ClientResponse, backend: Backend) -> None:
@@ -211,16 +233,50 @@ async def _raise_for_status(resp: aiohttp.ClientResponse, backend: Backend) -> N
     raise UpstreamStatusError(f"{backend.id} answered {resp.status}: {message}",
                               upstream_status=resp.status, body=body,
                               detail=raw[:200].decode("utf-8", "replace"),
-                              retry_after_s=_retry_after(resp.headers.get("retry-after")),
+                              retry_after_s=_retry_after(resp.headers),
                               backend_id=backend.id)
 
 
-def _retry_after(value: str | None) -> float | None:
-    """Retry-After in seconds (delta-seconds form; an HTTP-date is ignored)."""
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds until the engine takes requests again: ``Retry-After`` (delta-seconds or an
+    HTTP-date, RFC 9110 §10.2.3), else OpenAI's ``x-ratelimit-reset-requests`` /
+    ``-tokens`` durations (``6m0s``, ``1m30s``, ``20ms``): the largest of those whose
+    ``x-ratelimit-remaining-*`` is 0, else of all given. None when none is readable."""
+    value = headers.get("retry-after")
+    if value is not None:
+        return _delay_s(value.strip())
+    resets = {kind: _duration_s(headers.get(f"x-ratelimit-reset-{kind}"))
+              for kind in ("requests", "tokens")}
+    spent = [s for kind, s in resets.items()
+             if s is not None and headers.get(f"x-ratelimit-remaining-{kind}") == "0"]
+    known = spent or [s for s in resets.values() if s is not None]
+    return max(known) if known else None
+
+
+def _delay_s(value: str) -> float | None:
     try:
-        return max(float(value), 0.0) if value is not None else None
+        return max(float(value), 0.0)
     except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
         return None
+    return max(when.timestamp() - time.time(), 0.0)
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def _duration_s(value: str | None) -> float | None:
+    """A Go-style duration (``6m0s``, ``1m30s``, ``0.5s``, ``20ms``) in seconds, or None."""
+    if not value:
+        return None
+    parts = _DURATION.findall(value)
+    if not parts or "".join(n + u for n, u in parts) != value.strip():
+        return None
+    return sum(float(n) * _UNIT_S[u] for n, u in parts)
 
 
 def _try_json(raw: bytes | str) -> Any:
@@ -232,13 +288,15 @@ def _try_json(raw: bytes | str) -> Any:
 
 def _error_message(body: Any, raw: bytes) -> str:
     """The engine's own error message from an error body (OpenAI's ``{"error": {"message"}}``,
-    ``{"error": "…"}``, or vLLM's top-level ``message``); otherwise (a proxy's HTML page, a
-    stack trace) a placeholder: raw upstream text never reaches the client."""
-    if isinstance(body, dict) and isinstance(body.get("error"), dict):
-        return str(body["error"].get("message", ""))[:500]
+    vLLM's top-level ``{"object": "error", "message"}`` or ``{"error": "…"}``); otherwise (a
+    proxy's HTML page, a stack trace) a placeholder: raw upstream text never reaches the
+    client (it is the error's ``detail``, for logs and traces)."""
+    inner = error_object(body)
+    if inner is not None:
+        return str(inner.get("message", ""))[:500]
     if isinstance(body, dict) and isinstance(body.get("error"), str):
         return body["error"][:500]
-    if isinstance(body, dict) and isinstance(body.get("message"), str):  # vLLM's older shape
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
         return body["message"][:500]
     return "no error message" if not raw.strip() else "an error body that is not OpenAI-shaped"
 
@@ -256,10 +314,21 @@ def _parse_chunk(data: str, backend: Backend) -> Chunk:
     if not isinstance(obj, dict):
         raise UpstreamProtocolError(f"{backend.id}: malformed stream chunk",
                                     backend_id=backend.id, detail=data[:120])
-    if obj.get("error") is not None:
+    if obj.get("error") is not None or obj.get("object") == "error":
         raise UpstreamInBandError(f"{backend.id}: error in stream: {_error_message(obj, b'')}",
-                                  backend_id=backend.id)
+                                  backend_id=backend.id, code=_in_band_code(obj))
     return Chunk(data, obj)
+
+
+def _in_band_code(obj: dict[str, Any]) -> str | None:
+    """``rate_limit_exceeded`` for an in-band 429 (its meaning kept for the client's error
+    event), else None (the generic code)."""
+    inner = error_object(obj) or {}
+    marks = {str(inner.get("code")), str(inner.get("type"))}
+    return "rate_limit_exceeded" if marks & _RATE_LIMIT_MARKS else None
+
+
+_RATE_LIMIT_MARKS = frozenset({"429", "rate_limit_exceeded", "rate_limit_error"})
 
 
 def _connect_error(exc: aiohttp.ClientError, backend: Backend) -> BackendError:

@@ -55,13 +55,14 @@ class Attempt:
             self.deps.stats.prefill_ended(self.ticket, now, first_token=True)
             self.ticket = None
 
-    def end(self, err: BackendError | None = None, *, ok: bool = False) -> None:
+    def end(self, err: BackendError | None = None, *, ok: bool = False,
+            to_breaker: bool = True) -> None:
         """Settle the attempt unless it is settled already: ``ok`` → ``succeed``, else
-        ``fail`` with ``err`` (None: abandoned)."""
+        ``fail`` with ``err`` (None: abandoned; ``to_breaker`` as ``fail`` takes it)."""
         if ok:
             self.succeed()
         else:
-            self.fail(err)
+            self.fail(err, to_breaker=to_breaker)
 
     def succeed(self, output_tokens: int | None = None) -> None:
         """The request completed; records end-to-end latency (and the TTFT when a first

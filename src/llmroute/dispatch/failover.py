@@ -1,6 +1,8 @@
 """Failover before the first byte: ``with_failover`` tries the budget's candidates in order
 (connect errors, timeouts, 429, 5xx and context-length refusals move on; another 4xx is the
-client's answer), one ``Attempt`` each, with jittered back-off between failures."""
+client's answer; a context-length refusal, in any engine's words, moves on only to larger
+contexts and never blames the breaker), one ``Attempt`` each, with jittered back-off between
+failures."""
 
 from __future__ import annotations
 
@@ -14,9 +16,12 @@ from llmroute.dispatch.attempt import Attempt, Budget
 from llmroute.dispatch.deps import Deps
 from llmroute.errors import (
     BackendError,
+    ContextLengthExceeded,
     LLMRouteError,
     NoBackendAvailable,
+    RateLimited,
     UpstreamStatusError,
+    UpstreamTimeout,
 )
 from llmroute.fuse.retry import backoff_s, is_context_overflow
 from llmroute.types import Backend, Candidate, RoutePlan
@@ -43,8 +48,11 @@ async def with_failover(deps: Deps, plan: RoutePlan, budget: Budget,
     ``Retry-After`` holds that backend's breaker open. Returns the successful (unsettled)
     attempt and what ``call`` returned.
 
-    Raises the first non-retryable BackendError as is (a 4xx from the engine), or
-    NoBackendAvailable when every attempt failed or there is no candidate.
+    Raises the first non-retryable BackendError as is (a 4xx from the engine),
+    ContextLengthExceeded when a context refusal leaves no larger context (an engine's 400
+    as is), UpstreamTimeout (504) when every attempt timed out, RateLimited (429) when
+    every attempt was rate-limited, or NoBackendAvailable when every attempt failed or there
+    is no candidate.
     """
     errors: list[BackendError] = []
     suspects: list[Attempt] = []
@@ -55,12 +63,15 @@ async def with_failover(deps: Deps, plan: RoutePlan, budget: Budget,
         try:
             result = await call(cand.backend)
         except BackendError as err:
-            later = blame_later(err)
-            attempt.fail(err, to_breaker=not later)
+            overflow = is_context_overflow(err)
+            later = blame_later(err) and not overflow
+            attempt.fail(err, to_breaker=not later and not overflow)
             log.warning("attempt_failed", backend=cand.backend.id, error=err.message,
                         detail=err.detail)
             _note_retry_after(deps, err)
-            if not err.retryable and not _wider_context(budget, cand, err):
+            if overflow:
+                _keep_larger_context(budget, cand, err)
+            elif not err.retryable:
                 raise
             errors.append(err)
             suspects += [attempt] if later else []
@@ -73,8 +84,15 @@ async def with_failover(deps: Deps, plan: RoutePlan, budget: Budget,
     raise _exhausted(plan, errors, suspects)
 
 
-def _wider_context(budget: Budget, cand: Candidate, err: BackendError) -> bool:
-    return is_context_overflow(err) and budget.keep_larger_context(cand.backend.context_length)
+def _keep_larger_context(budget: Budget, cand: Candidate, err: BackendError) -> None:
+    """After a context-length refusal only larger-context candidates are left. Raises when
+    there is none: an engine's own 400 as is, any other refusal as ContextLengthExceeded."""
+    if budget.keep_larger_context(cand.backend.context_length):
+        return
+    if isinstance(err, UpstreamStatusError) and err.upstream_status == 400:
+        raise err
+    raise ContextLengthExceeded(f"no backend has the context this request needs: "
+                                f"{err.message}") from err
 
 
 def _note_retry_after(deps: Deps, err: BackendError) -> None:
@@ -92,15 +110,28 @@ def _exhausted(plan: RoutePlan, errors: list[BackendError],
                suspects: list[Attempt]) -> LLMRouteError:
     """The error for a request no attempt served. When every attempt was an HTTP 500 with an
     error body, the request itself is the likely cause: the engine's answer is returned
-    (502) and no breaker is blamed; otherwise the suspects are blamed and the answer is 503."""
+    (502) and no breaker is blamed; otherwise the suspects are blamed and the answer is 503,
+    504 (UpstreamTimeout) when every attempt timed out, or 429 (RateLimited, with the
+    engines' largest Retry-After) when every attempt was rate-limited."""
     if errors and len(suspects) == len(errors):
         return UpstreamStatusError(f"every backend rejected this request: {errors[0].message}",
                                    upstream_status=502, body=None,
                                    backend_id=errors[0].backend_id)
     _blame(suspects)
     detail = "; ".join(e.message for e in errors) or "no backend fits this request"
+    if errors and all(_rate_limited(e) for e in errors):
+        return RateLimited(f"every backend of pool {plan.pool} is rate-limited: {detail}",
+                           retry_after_s=retry_after_hint(errors))
+    timeouts = [e for e in errors if isinstance(e, UpstreamTimeout)]
+    if timeouts and len(timeouts) == len(errors):
+        return UpstreamTimeout(f"no backend of pool {plan.pool} answered in time: {detail}",
+                               phase=timeouts[-1].phase, backend_id=timeouts[-1].backend_id)
     return NoBackendAvailable(f"no backend could serve pool {plan.pool}: {detail}",
                               retry_after_s=retry_after_hint(errors))
+
+
+def _rate_limited(err: BackendError) -> bool:
+    return isinstance(err, UpstreamStatusError) and err.upstream_status == 429
 
 
 def retry_after_hint(errors: list[BackendError]) -> float:

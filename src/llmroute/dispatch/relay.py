@@ -31,8 +31,10 @@ from llmroute.dispatch.deps import Deps
 from llmroute.dispatch.failover import with_failover
 from llmroute.errors import (
     BackendError,
+    ContextLengthExceeded,
     LLMRouteError,
     NoBackendAvailable,
+    UpstreamConnectError,
     UpstreamProtocolError,
     to_openai,
 )
@@ -40,8 +42,8 @@ from llmroute.fuse.arming import entropy_armed
 from llmroute.fuse.entropy import chunk_entropies
 from llmroute.fuse.handoff import can_continue, echoed_text, leg_body
 from llmroute.fuse.monitor import Fuse
-from llmroute.fuse.retry import failure_reason
-from llmroute.fuse.seam import Seam, client_top_logprobs
+from llmroute.fuse.retry import failure_reason, is_context_overflow
+from llmroute.fuse.seam import Seam, client_top_logprobs, include_usage
 from llmroute.observe.fuse_events import FuseEvent
 from llmroute.types import Backend, ChatRequest, FuseVerdict, RoutePlan, StreamEvent
 
@@ -60,10 +62,11 @@ class _Leg:
     first: Chunk | None
     fuse: Fuse
 
-    def end(self, err: BackendError | None = None, ok: bool = False) -> None:
+    def end(self, err: BackendError | None = None, ok: bool = False,
+            to_breaker: bool = True) -> None:
         """Close the upstream request and settle the attempt (``Attempt.end``: once)."""
         self.upstream.close()
-        self.attempt.end(err, ok=ok)
+        self.attempt.end(err, ok=ok, to_breaker=to_breaker)
 
 
 class Relay:
@@ -72,7 +75,10 @@ class Relay:
 
     def __init__(self, deps: Deps, request: ChatRequest, plan: RoutePlan, budget: Budget):
         self.deps, self.request, self.plan, self.budget = deps, request, plan, budget
-        self.seam = Seam(request.endpoint, client_top_logprobs(request.endpoint, request.body))
+        self.seam = Seam(request.endpoint, client_top_logprobs(request.endpoint, request.body),
+                         include_usage=include_usage(request.body),
+                         head=(f"chatcmpl-{request.request_id}", int(deps.wall_clock()),
+                               request.model))
         self.leg: _Leg | None = None
         self._warm: asyncio.Task[None] | None = None
         self._warmed_at: int | None = None  # seam.tokens when the last warm-up began
@@ -159,8 +165,7 @@ class Relay:
             leg.first = None
             leg.attempt.output_tokens += 1 if chunk is not None else 0
             if chunk is None:
-                leg.end(None, ok=True)
-                self.leg = None
+                await self._ended(leg)
                 return
             if leg.fuse.armed:  # an unarmed fuse reacts to failures only
                 verdict = leg.fuse.observe(StreamEvent(chunk_entropies(chunk.obj)))
@@ -178,10 +183,22 @@ class Relay:
                     yield data
                 self.prewarm()
 
+    async def _ended(self, leg: _Leg) -> None:
+        """``leg``'s body ended (``[DONE]`` or the end of the response): the answer is whole
+        only once a ``finish_reason`` was seen; before that the stream was cut (a proxy that
+        crashed can end a chunked body cleanly), so the fuse hands off as for a cut."""
+        if self.seam.finished:
+            leg.end(None, ok=True)
+            self.leg = None
+            return
+        backend = leg.attempt.backend.id
+        await self._broken(leg, UpstreamConnectError(
+            f"{backend}: the stream ended before a finish_reason", backend_id=backend))
+
     async def _broken(self, leg: _Leg, err: BackendError) -> None:
         """``leg`` failed mid-stream: hand off, unless its answer was already complete (a
-        terminal chunk is held back), when only the ``[DONE]`` was lost."""
-        if self._tail is not None:
+        ``finish_reason`` was seen), when only the ``[DONE]`` was lost."""
+        if self.seam.finished:
             leg.end(None, ok=True)
             self.leg = None
             return
@@ -203,13 +220,18 @@ class Relay:
 
     async def _hand_off(self, leg: _Leg, verdict: FuseVerdict, err: BackendError | None
                         ) -> None:
-        """Stop ``leg`` and open the next one; raises the failure when nothing is left."""
-        leg.end(err)
+        """Stop ``leg`` and open the next one; raises the failure when nothing is left. After
+        a context-length refusal only a larger context may continue, and the breaker is not
+        blamed."""
         old = leg.attempt.backend
+        overflow = err is not None and is_context_overflow(err)
+        leg.end(err, to_breaker=not overflow)
+        if overflow:
+            self.budget.keep_larger_context(old.context_length)
         if not self._can_continue() or not can_continue(self.request.body,
                                                         self.request.endpoint, self.seam.text):
             await self._record(old, verdict, None)
-            raise err or NoBackendAvailable("no backend can continue this answer")
+            raise _dead_end(err, overflow)
         try:
             new = await self.open_leg()
         except LLMRouteError:
@@ -263,6 +285,16 @@ async def _first(chunks: AsyncIterator[Chunk], backend: Backend) -> Chunk:
     except StopAsyncIteration:
         raise UpstreamProtocolError(f"{backend.id}: stream ended before any chunk",
                                     backend_id=backend.id) from None
+
+
+def _dead_end(err: BackendError | None, overflow: bool) -> LLMRouteError:
+    """The error that ends a stream nothing can continue."""
+    if err is None:
+        return NoBackendAvailable("no backend can continue this answer")
+    if overflow:
+        return ContextLengthExceeded(f"no backend has the context this answer needs: "
+                                     f"{err.message}")
+    return err
 
 
 def error_event(err: LLMRouteError) -> bytes:

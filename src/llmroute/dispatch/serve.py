@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+from llmroute.backends.engines import capabilities_of
 from llmroute.backends.sse import DONE, encode_json
 from llmroute.dispatch.attempt import Budget
 from llmroute.dispatch.deps import Deps
@@ -22,6 +23,8 @@ from llmroute.fuse.degrade import (
     pool_health,
     tiered,
 )
+from llmroute.errors import InvalidRequest
+from llmroute.fuse.shape import text_completion
 from llmroute.observe.trace import Recorder
 from llmroute.types import Backend, Candidate, ChatRequest, RoutePlan
 
@@ -31,7 +34,8 @@ async def complete(deps: Deps, request: ChatRequest, plan: RoutePlan,
                    ) -> tuple[Backend, dict[str, Any]]:
     """Non-streamed request with failover; returns the backend used and its answer (the
     engine's JSON, or the pool's canned answer). Raises as ``with_failover`` does, or
-    NoBackendAvailable when the degraded pool sheds."""
+    NoBackendAvailable when the degraded pool sheds, InvalidRequest as ``check_logprobs``.
+    A legacy completion answered in the chat shape is converted (``fuse/shape.py``)."""
     async def call(backend: Backend) -> dict[str, Any]:
         return await deps.client.complete(backend, request.endpoint, request.body,
                                           request.request_id)
@@ -40,10 +44,13 @@ async def complete(deps: Deps, request: ChatRequest, plan: RoutePlan,
     if ordered is None:
         return canned_backend(plan.pool), canned_completion(
             request, deps.fuse.degradation[plan.pool], int(deps.wall_clock()))
+    check_logprobs(request, ordered)
     attempt, answer = await with_failover(deps, plan, Budget(ordered, plan.max_attempts, trace),
                                           call, request.prompt_tokens)
     attempt.succeed(output_tokens=_completion_tokens(answer))
     deps.affinity.record(request.text, attempt.backend.id, attempt.started)
+    if request.endpoint == "completions":
+        answer = text_completion(answer)
     return attempt.backend, answer
 
 
@@ -58,6 +65,7 @@ async def open_stream(deps: Deps, request: ChatRequest, plan: RoutePlan,
         chunks = canned_chunks(request, deps.fuse.degradation[plan.pool],
                                int(deps.wall_clock()))
         return canned_backend(plan.pool), _replay(chunks)
+    check_logprobs(request, ordered)
     relay = Relay(deps, request, plan, Budget(ordered, plan.max_attempts, trace))
     relay.prewarm()  # with fuse.prewarm the fallback prefills while the primary does
     try:
@@ -67,6 +75,20 @@ async def open_stream(deps: Deps, request: ChatRequest, plan: RoutePlan,
         raise
     deps.affinity.record(request.text, attempt.backend.id, attempt.started)
     return attempt.backend, relay.stream()
+
+
+def check_logprobs(request: ChatRequest, candidates: list[Candidate]) -> None:
+    """Raise InvalidRequest (400, ``param: logprobs``) when the request asks for logprobs
+    (chat: ``logprobs: true``; legacy completions: an integer ``logprobs``) and no candidate
+    can give them (``capabilities``, else the engine kind's defaults), rather than answer
+    with a silent ``logprobs: null``."""
+    lp = request.body.get("logprobs")
+    asked = lp is True if request.endpoint == "chat" else \
+        isinstance(lp, int) and not isinstance(lp, bool)
+    if asked and not any("logprobs" in capabilities_of(c.backend) for c in candidates):
+        raise InvalidRequest("logprobs were asked for, but no backend that can serve this "
+                             "request gives them", param="logprobs",
+                             code="logprobs_unsupported")
 
 
 def degrade(deps: Deps, plan: RoutePlan, candidates: list[Candidate]

@@ -66,6 +66,9 @@ def tiered(candidates: list[Candidate], pool: str, health: float,
     return None
 
 
+_NO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+
+
 def canned_backend(pool: str) -> Backend:
     """Stands for the canned tier in the route headers (``x-llmroute-backend: canned``)."""
     return Backend("canned", pool, "canned", "", "canned", 0)
@@ -83,12 +86,13 @@ def canned_completion(request: ChatRequest, config: DegradationConfig, created: 
         choice["text"] = config.canned_answer
     return {**_head(request, "chat.completion" if chat else "text_completion", created),
             "choices": [choice], "llmroute": {"degraded": Tier.SHED.value},
-            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}}
+            "usage": dict(_NO_USAGE)}
 
 
 def canned_chunks(request: ChatRequest, config: DegradationConfig, created: int
                   ) -> list[dict[str, Any]]:
-    """The canned answer as stream chunks: the text, then the finish chunk."""
+    """The canned answer as stream chunks: the text, then the finish chunk, then (when the
+    client asked, ``stream_options.include_usage``) a usage chunk: no engine ran, 0 tokens."""
     chat = request.endpoint == "chat"
     head = _head(request, "chat.completion.chunk" if chat else "text_completion", created)
 
@@ -98,9 +102,13 @@ def canned_chunks(request: ChatRequest, config: DegradationConfig, created: int
         delta = {} if text is None else {"role": "assistant", "content": text}
         return {"index": 0, "delta": delta, "finish_reason": finish}
 
-    return [{**head, "choices": [choice(config.canned_answer, None)]},
-            {**head, "choices": [choice(None, "stop")],
-             "llmroute": {"degraded": Tier.SHED.value}}]
+    chunks = [{**head, "choices": [choice(config.canned_answer, None)]},
+              {**head, "choices": [choice(None, "stop")],
+               "llmroute": {"degraded": Tier.SHED.value}}]
+    options = request.body.get("stream_options")
+    if isinstance(options, dict) and options.get("include_usage"):
+        chunks.append({**head, "choices": [], "usage": dict(_NO_USAGE)})
+    return chunks
 
 
 def _head(request: ChatRequest, obj: str, created: int) -> dict[str, Any]:

@@ -8,6 +8,7 @@ upstream ``Retry-After`` when the next attempt would go to the same backend.
 from __future__ import annotations
 
 import random
+import re
 
 from llmroute.config import RetryConfig
 from llmroute.errors import (
@@ -17,6 +18,7 @@ from llmroute.errors import (
     UpstreamProtocolError,
     UpstreamStatusError,
     UpstreamTimeout,
+    error_object,
 )
 
 
@@ -30,15 +32,30 @@ def backoff_s(config: RetryConfig, attempt: int, rng: random.Random,
     return delay
 
 
+_OVERFLOW = re.compile("|".join([
+    r"maximum context length",            # OpenAI; vLLM before v1
+    r"model'?s context length",           # SGLang: "longer than the model's context length"
+    r"maximum model length",              # vLLM v1: "longer than the maximum model length"
+    r"available context size",            # llama.cpp: "exceeds the available context size"
+    r"context[_ ]length[_ ]exceeded",     # OpenAI's code, repeated in messages
+    r"exceeds? the context window",       # hosted APIs
+]), re.IGNORECASE)
+_OVERFLOW_MARKS = frozenset({"exceed_context_size_error", "context_length_exceeded"})
+
+
 def is_context_overflow(err: BackendError) -> bool:
-    """True when an engine refused the request for its context window: llama.cpp answers 400
-    with ``error.type == "exceed_context_size_error"``, vLLM 400 with "maximum context
-    length" in the message. Such a request may still fit a backend with a larger context."""
-    if not isinstance(err, UpstreamStatusError) or err.upstream_status != 400:
+    """True when an engine refused the request for its context window, in any engine's
+    words and with any status (an HTTP error, or an in-band error event): llama.cpp's
+    ``exceed_context_size_error``, OpenAI's ``context_length_exceeded`` code, or a message in
+    ``_OVERFLOW`` (vLLM, SGLang, llama.cpp, OpenAI wordings). Such a request may still fit a
+    backend with a larger context, and says nothing about the engine's health."""
+    if isinstance(err, UpstreamStatusError):
+        inner = error_object(err.body) or {}
+        if inner.get("type") in _OVERFLOW_MARKS or inner.get("code") in _OVERFLOW_MARKS:
+            return True
+    elif not isinstance(err, UpstreamInBandError):
         return False
-    inner = err.body.get("error") if isinstance(err.body, dict) else None
-    kind = inner.get("type") if isinstance(inner, dict) else None
-    return kind == "exceed_context_size_error" or "maximum context length" in err.message
+    return _OVERFLOW.search(err.message) is not None
 
 
 def failure_reason(err: BackendError) -> str:

@@ -5,11 +5,11 @@ the handoff in the final chunk and in /debug/fuse); nothing left → an error ev
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import pytest
 from fakes.router import make_config, open_router
+from fakes.streams import content, events
 from fakes.upstream import serve_upstream
 
 CHAT = "/v1/chat/completions"
@@ -20,16 +20,6 @@ FALLBACK = " over the lazy dog."
 def chat(**extra: Any) -> dict[str, Any]:
     return {"model": "auto", "stream": True,
             "messages": [{"role": "user", "content": "Tell me about the fox."}], **extra}
-
-
-def events(text: str) -> list[Any]:
-    return [line[6:] if line[6:] == "[DONE]" else json.loads(line[6:])
-            for line in text.split("\n\n") if line.startswith("data: ")]
-
-
-def content(chunks: list[Any]) -> str:
-    return "".join((c["choices"][0]["delta"].get("content") or "")
-                   for c in chunks if isinstance(c, dict) and c.get("choices"))
 
 
 def backends(*ups: Any, engine: str = "vllm", **extra: Any) -> list[dict[str, Any]]:

@@ -91,3 +91,16 @@ async def test_a_failing_pool_gives_the_canned_answer_when_configured(stream):
     else:
         text = r.json()["choices"][0]["message"]["content"]
     assert text == "Busy - please retry shortly." and not main.requests
+
+
+async def test_a_canned_stream_carries_a_usage_chunk_when_asked():
+    async with serve_upstream(["ok"]) as main, serve_upstream(["ok"]) as light:
+        cfg = degrade_config(main, light, canned_answer="Busy - please retry shortly.")
+        async with open_router(cfg) as (rt, client):
+            sicken(rt, 8)
+            r = await client.post("/v1/chat/completions", json={
+                "model": "main", "stream": True, "stream_options": {"include_usage": True},
+                "messages": [{"role": "user", "content": "hi"}]})
+    data = [json.loads(x[6:]) for x in r.text.split("\n\n") if x.startswith("data: {")]
+    assert data[-1]["choices"] == [] and data[-1]["usage"]["total_tokens"] == 0
+    assert r.text.endswith("data: [DONE]\n\n")

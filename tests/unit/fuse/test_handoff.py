@@ -136,3 +136,13 @@ def test_the_client_text_is_prefix_then_continuation_for_any_chunking(first, res
     sent += run(seam, [chunk("b", p) for p in pieces] + [chunk("b", finish="stop")])
     assert text_of(sent) == prefix + "".join(rest) == seam.text
     assert {c["id"] for c in sent} == {"a"}
+
+
+def test_one_head_across_a_handoff_and_blanks_take_the_requests_own():
+    seam = Seam("chat", None, include_usage=False, head=("chatcmpl-req", 99, "auto"))
+    first = seam.rewrite({**chunk("x", "Hi"), "id": "", "created": 0, "model": ""}, 0)
+    seam.hand_off({"from": "x", "to": "y", "reason": "cut"}, "")
+    later = seam.rewrite({**chunk("b", " there"), "created": 5, "model": "other"}, 1)
+    assert first is not None and later is not None
+    heads = {(c["id"], c["created"], c["model"]) for c in (first, later)}
+    assert heads == {("chatcmpl-req", 99, "auto")}
