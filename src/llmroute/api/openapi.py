@@ -172,4 +172,7 @@ def _operator_paths(schemas: dict[str, Any]) -> dict[str, Any]:
         "/admin/handoffs/{ticket}/answer": {"post": _op(
             "answer_handoff: answer a ticket", _json(_OBJECT), params=ticket,
             body=_schema(AnswerIn, schemas), security=_ADMIN)},
+        "/admin/reload": {"post": _op(
+            "reload: re-read the config file's pools, backends and routing", _json(_OBJECT),
+            security=_ADMIN)},
     }

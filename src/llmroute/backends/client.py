@@ -134,7 +134,7 @@ class BackendClient:
         timeout = aiohttp.ClientTimeout(total=timeout_s)
         try:
             async with self._session.post(backend.base_url + path, data=orjson.dumps(body),
-                                          headers=_headers(backend, "tokenize"),
+                                          headers=_headers(backend, "tokenize", None),
                                           timeout=timeout) as resp:
                 await _raise_for_status(resp, backend)
                 return _parse_object(await resp.read(), backend)
