@@ -1,7 +1,6 @@
 """Gate quality: public labelled sets mapped onto the gate's intents, per-intent F1, macro-F1.
 
-Sources (../shared/data, read-only, evaluation only — never used to write or fit the
-shipped utterances): MT-Bench categories, GSM8K (test), Code Alpaca, BFCL and Glaive tool
+Sources (../shared/data, read-only): MT-Bench categories, GSM8K (test), Code Alpaca, BFCL and Glaive tool
 calls (with their tool schemas), P3/T0 templates (label from the file name), QMSum (long
 meeting transcripts + query), MT-Bench-101 (multi-turn dialogues).
 
@@ -13,6 +12,10 @@ reasoning (GR) dialogues keep their subject. Extractive reading-comprehension te
 (the answer is a span of the given passage: adversarial_qa, quoref, duorc) are
 ``extraction``; closed-book questions (sciq, commonsense_qa, kilt/hotpotqa) are ``open_qa``;
 common_gen (write a sentence from given concepts) is ``creative_writing``.
+
+Of these, MT-Bench, GSM8K (train split) and QMSum also give the shipped utterances a few
+capped rows each, tagged with their ``source`` (bench/gate_public_rows.py writes them); the
+leave-one-source-out figures below are the honest measure for those sources.
 
 Our own test prompts, written for this purpose and never used to fit or tune anything:
 tests/data/gate_zh_test.jsonl (``macro_f1_zh``) and tests/data/gate_en_test.jsonl
