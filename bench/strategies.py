@@ -21,6 +21,12 @@
   matching, rendering, three legs through the anchor and dispatch. Rounds interleaved.
   Target: ≤ 3 ms. Also reported: ``single_added_ms``, the same for one ``single`` request.
 
+* ``fusion_latency_ratio_vs_slowest`` — the median latency of a ``fusion`` over three voters
+  whose upstreams answer after 20, 40 and 60 ms, over the median of the same request served
+  by the slowest voter's pool alone (a ``single`` strategy); one request at a time, rounds
+  interleaved. Target: ≤ 1.1 (the fan-out is parallel: fusion costs the slowest voter, not
+  the sum).
+
 ``--quick`` uses fewer samples. Absolute times depend on the machine; ratios and medians
 are what to quote. The last line is ``RESULT {json}``.
 """
@@ -196,6 +202,50 @@ async def pipeline_latency(requests: int, rounds: int) -> dict:
             "single_added_ms": round(m["single"] - m["direct"], 3)}
 
 
+VOTER_DELAYS_S = (0.02, 0.04, 0.06)
+FUSION = """strategy_id: council
+version: 1
+kind: fusion
+voters: [{pool: v0}, {pool: v1, weight: 2}, {pool: v2}]
+"""
+SLOWEST = "strategy_id: alone\nversion: 1\nkind: single\npool: v2\n"
+
+
+async def fusion_latency(requests: int, rounds: int) -> dict:
+    """Median latencies (ms): fusion over three delayed voters, the slowest voter alone."""
+    runners, ports = [], []
+    for delay in VOTER_DELAYS_S:
+        runner = web.AppRunner(make_app(1, 0.0, delay))
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        runners.append(runner)
+        ports.append(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+    ms: dict[str, list[float]] = {"fusion": [], "slowest": []}
+    try:
+        for _ in range(rounds):
+            for name, text in (("slowest", SLOWEST), ("fusion", FUSION)):
+                folder = Path(tempfile.mkdtemp())
+                (folder / "s.yaml").write_text(text, encoding="utf-8")
+                ms[name] += await _latencies(_voters_config(ports, folder), requests)
+    finally:
+        for runner in runners:
+            await runner.cleanup()
+    m = {k: statistics.median(v) for k, v in ms.items()}
+    return {"fusion_ms": round(m["fusion"], 3), "slowest_ms": round(m["slowest"], 3),
+            "ratio": round(m["fusion"] / m["slowest"], 3)}
+
+
+def _voters_config(ports: list[int], folder: Path) -> Config:
+    pools = [f"v{i}" for i in range(len(ports))]
+    return Config.model_validate({
+        "pools": {p: {} for p in pools}, "routing": {"default_pool": pools[0]},
+        "gate": {"kind": "off"}, "strategies": {"dir": str(folder), "watch": False},
+        "backends": [{"id": p, "pool": p, "engine": "vllm",
+                      "base_url": f"http://127.0.0.1:{port}"}
+                     for p, port in zip(pools, ports, strict=True)]})
+
+
 async def _direct(port: int, requests: int) -> list[float]:
     url = f"http://127.0.0.1:{port}/v1/chat/completions"
     out = []
@@ -259,12 +309,18 @@ def main() -> None:
           f"median {chain['pipeline_ms']} ms vs direct upstream call {chain['direct_ms']} ms "
           f"→ added {chain['pipeline_added_ms']} ms (single: {chain['single_ms']} ms, added "
           f"{chain['single_added_ms']} ms)")
+    fusion = asyncio.run(fusion_latency(requests // 8, rounds))
+    print(f"fusion over 3 voters ({', '.join(f'{d * 1000:g}' for d in VOTER_DELAYS_S)} ms), "
+          f"{requests // 8} requests x {rounds} rounds: median {fusion['fusion_ms']} ms vs "
+          f"the slowest voter alone {fusion['slowest_ms']} ms → ratio {fusion['ratio']}")
     print("RESULT " + json.dumps({
         "match_p99_ms": match["p99_ms"], "match_p50_ms": match["p50_ms"],
         "match_cpu_p99_ms": match["cpu_p99_ms"], "single_throughput_ratio": tp["ratio"],
         "builtin_rps": tp["builtin_rps"], "file_rps": tp["file_rps"],
         "pipeline_added_ms": chain["pipeline_added_ms"],
         "single_added_ms": chain["single_added_ms"],
+        "fusion_latency_ratio_vs_slowest": fusion["ratio"], "fusion_ms": fusion["fusion_ms"],
+        "slowest_voter_ms": fusion["slowest_ms"],
         "machine": platform.machine(), "quick": args.quick}))
 
 

@@ -30,13 +30,16 @@ def _chunk(i: int) -> bytes:
     return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
 
-def make_app(chunks: int, delay_s: float) -> web.Application:
-    """The upstream app: ``chunks`` streamed chunks ``delay_s`` apart."""
+def make_app(chunks: int, delay_s: float, answer_delay_s: float = 0.0) -> web.Application:
+    """The upstream app: ``chunks`` streamed chunks ``delay_s`` apart; a non-streamed
+    answer after ``answer_delay_s`` seconds."""
     answer, parts = _answer(), [_chunk(i) for i in range(chunks)]
 
     async def chat(request: web.Request) -> web.StreamResponse:
         body = await request.json()
         if not body.get("stream"):
+            if answer_delay_s:
+                await asyncio.sleep(answer_delay_s)
             return web.Response(body=answer, content_type="application/json")
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)

@@ -46,6 +46,7 @@ class PoolLegs:
         """See ``Legs.complete``."""
         plan = self._plan(pool, reserve)
         budget = Budget(self._rank(request, plan), self.left - reserve, self.trace)
+        self.left = reserve  # taken now, what is unused given back: legs may run concurrently
 
         async def call(backend: Backend) -> dict[str, Any]:
             return await self._deps.client.complete(backend, request.endpoint, request.body,
@@ -54,7 +55,7 @@ class PoolLegs:
             attempt, answer = await with_failover(self._deps, plan, budget, call,
                                                   request.prompt_tokens)
         finally:
-            self.left = budget.left + reserve
+            self.left += budget.left
         usage = answer.get("usage")
         tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
         attempt.succeed(output_tokens=tokens if isinstance(tokens, int) else None)

@@ -1,10 +1,11 @@
-"""The human, verify, pipeline and cascade strategy kinds over real local engines (two
-``llama-server`` processes, SmolLM2-135M) behind the router served by uvicorn, driven by
+"""The human, verify, pipeline, cascade and fusion strategy kinds over real local engines
+(three ``llama-server`` processes, SmolLM2-135M) behind the router served by uvicorn, driven by
 the unmodified ``openai`` SDK: a hand-off answered by an operator and fetched by the client,
 a verify with a JSON Schema (the tiny model's JSON may pass or fail: the verdict is what
 is checked, not the model's skill), a streamed 3-step pipeline, and a cascade escalating
 mid-stream (the general pool's entropy trigger is set to trip at once, so the fuse hands
-the stream to the long-context engine). Skipped when the engines are missing, except in CI."""
+the stream to the long-context engine), and a fusion voting over the three engines.
+Skipped when the engines are missing, except in CI."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ CONFIG = """\
 pools:
   general: {{description: everyday chat}}
   long-context: {{description: long documents}}
+  third: {{description: a third voter}}
 backends:
   - id: general-1
     pool: general
@@ -33,6 +35,10 @@ backends:
     launch: {{ctx_size: 2048, slots: 2, threads: 1}}
   - id: long-1
     pool: long-context
+    engine: llamacpp
+    launch: {{ctx_size: 2048, slots: 1, threads: 1}}
+  - id: third-1
+    pool: third
     engine: llamacpp
     launch: {{ctx_size: 2048, slots: 1, threads: 1}}
 routing: {{default_pool: general}}
@@ -75,6 +81,14 @@ when: {keywords: [think harder]}
 kind: cascade
 pools: [general, long-context]
 """
+FUSION = """\
+strategy_id: council
+version: 1
+when: {keywords: [second opinion]}
+kind: fusion
+voters: [{pool: general}, {pool: long-context, weight: 1.5}, {pool: third}]
+deadline_s: 90
+"""
 SCHEMA = {"type": "object", "required": ["colour"], "properties": {"colour": {"type": "string"}}}
 
 
@@ -86,6 +100,7 @@ async def router() -> AsyncIterator[tuple[openai.AsyncOpenAI, httpx.AsyncClient]
         (folder / "json.yaml").write_text(VERIFY, encoding="utf-8")
         (folder / "three.yaml").write_text(PIPELINE, encoding="utf-8")
         (folder / "climb.yaml").write_text(CASCADE, encoding="utf-8")
+        (folder / "council.yaml").write_text(FUSION, encoding="utf-8")
         async with contextlib.AsyncExitStack() as stack:
             _, url = await stack.enter_async_context(
                 real_router(CONFIG.format(folder=folder), "test_strategies_real"))
@@ -161,3 +176,19 @@ async def test_a_cascade_escalates_mid_stream_through_the_fuse(router) -> None:
     handoffs = chunks[-1].model_extra["llmroute"]["handoffs"]
     assert handoffs and handoffs[0]["from"] == "general-1" and handoffs[0]["to"] == "long-1"
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+
+
+async def test_a_fusion_votes_over_three_engines(router) -> None:
+    sdk, _ = router
+    raw = await sdk.chat.completions.with_raw_response.create(
+        model="auto", max_tokens=8, temperature=0,
+        messages=[{"role": "user", "content": "Second opinion: is the sky blue? Yes or no."}])
+    done = raw.parse()
+    note = done.model_extra["llmroute"]["fusion"]
+    assert raw.headers["x-llmroute-strategy"] == "council@1"
+    assert raw.headers["x-llmroute-fusion"] == "general,long-context,third"
+    assert [v["status"] for v in note["voters"]] == ["voted"] * 3
+    assert all(0 < v["confidence"] <= 1 for v in note["voters"])  # llama.cpp gives logprobs
+    assert done.choices[0].logprobs is None and done.choices[0].message.content is not None
+    assert done.usage is not None and done.usage.completion_tokens > 8  # three answers
+    assert note["winner"]["pool"] in ("general", "long-context", "third")

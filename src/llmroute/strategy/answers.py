@@ -3,6 +3,7 @@ non-streamed answer replayed as SSE chunks, the text of an answer, and a leg's r
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -103,6 +104,27 @@ def last_user(request: ChatRequest) -> str:
                 return "".join(p.get("text", "") for p in content
                                if isinstance(p, dict) and isinstance(p.get("text"), str))
     return request.text
+
+
+def non_streamed(request: ChatRequest, logprobs: bool = False) -> ChatRequest:
+    """``request`` as a non-streamed leg (no ``stream_options``; asking for ``logprobs``
+    when told)."""
+    body = {k: v for k, v in request.body.items() if k != "stream_options"}
+    body["stream"] = False
+    if logprobs:
+        body["logprobs"] = True
+    return dataclasses.replace(request, body=body, stream=False)
+
+
+def with_text(body: dict[str, Any], text: str) -> dict[str, Any]:
+    """``body`` (a non-streamed answer) with its first choice's text replaced by ``text``."""
+    choices = [dict(c) if isinstance(c, dict) else c for c in body.get("choices") or [{}]]
+    first = choices[0]
+    if isinstance(first.get("message"), dict):
+        first["message"] = {**first["message"], "content": text}
+    else:
+        first["text"] = text
+    return {**body, "choices": choices}
 
 
 def leg_request(parent: ChatRequest, prompt: str, suffix: str,

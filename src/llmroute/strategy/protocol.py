@@ -38,7 +38,9 @@ class KindContext:
 
 class Legs(Protocol):
     """The model calls (legs) a running strategy makes, all within the request's one
-    attempt budget (``dispatch.Budget``): ``left`` attempts remain."""
+    attempt budget (``dispatch.Budget``): ``left`` attempts remain. Non-streamed legs may
+    run concurrently: each takes its attempts (``left`` − ``reserve``) from ``left`` when
+    it starts and gives back those it did not use when it ends."""
 
     left: int
 

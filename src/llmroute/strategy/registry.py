@@ -14,6 +14,7 @@ from typing import Annotated, Any, Union
 from pydantic import Field, TypeAdapter
 
 from llmroute.strategy.cascade import CascadeSpec, build_cascade
+from llmroute.strategy.fusion import FusionSpec, build_fusion
 from llmroute.strategy.human import HumanSpec, build_human
 from llmroute.strategy.pipeline import PipelineSpec, build_pipeline
 from llmroute.strategy.protocol import KindContext, Strategy
@@ -87,11 +88,12 @@ class KindRegistry:
 
 def register_builtins() -> KindRegistry:
     """A registry holding every built-in kind: ``single``, ``human``, ``verify``,
-    ``pipeline``, ``cascade``."""
+    ``pipeline``, ``cascade``, ``fusion``."""
     registry = KindRegistry()
     registry.register(Kind("single", SingleSpec, build_single))
     registry.register(Kind("human", HumanSpec, build_human))
     registry.register(Kind("verify", VerifySpec, build_verify))
     registry.register(Kind("pipeline", PipelineSpec, build_pipeline))
     registry.register(Kind("cascade", CascadeSpec, build_cascade))
+    registry.register(Kind("fusion", FusionSpec, build_fusion))
     return registry
