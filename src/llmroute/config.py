@@ -27,6 +27,7 @@ from pydantic import (
 
 from llmroute.backends.engines import ENGINES, Capability, engine_kind
 from llmroute.config_anchor import AnchorConfig
+from llmroute.config_discovery import DiscoveryConfig
 from llmroute.config_filter import ContentFilterConfig
 from llmroute.config_observe import ObserveConfig
 from llmroute.config_policy import (
@@ -279,7 +280,8 @@ class Config(_Strict):
     anchor: AnchorConfig = AnchorConfig()
     fuse: FuseConfig = FuseConfig()
     pools: dict[str, PoolConfig] = Field(min_length=1)
-    backends: list[BackendConfig] = Field(min_length=1)
+    backends: list[BackendConfig] = []
+    discovery: list[DiscoveryConfig] = []
     routing: RoutingConfig
     gate: GateConfig = GateConfig()
     auth: AuthConfig = AuthConfig()
@@ -312,9 +314,29 @@ def _reference_problems(cfg: Config) -> list[Problem]:
             if pool is not None and pool not in cfg.pools:
                 problems.append((("fuse", "degradation", *loc), _unknown_pool(pool, cfg)))
     for name in cfg.pools:
-        if not any(b.pool == name for b in cfg.backends):
+        if not any(b.pool == name for b in (*cfg.backends, *cfg.discovery)):
             problems.append((("pools", name), "pool has no backends"))
-    return problems + _mode_problems(cfg)
+    return problems + _mode_problems(cfg) + _discovery_problems(cfg)
+
+
+def _discovery_problems(cfg: Config) -> list[Problem]:
+    """At least one backend or discovery entry; each entry's template makes a sound
+    backend of a known pool; id prefixes are distinct."""
+    if not cfg.backends and not cfg.discovery:
+        return [(("backends",), "List should have at least 1 item (or give discovery)")]
+    problems: list[Problem] = []
+    prefixes = [d.id_prefix for d in cfg.discovery]
+    for i, d in enumerate(cfg.discovery):
+        if prefixes.index(d.id_prefix) != i:
+            problems.append((("discovery", i, "id_prefix"), f"duplicate {d.id_prefix!r}"))
+        if d.pool not in cfg.pools:
+            problems.append((("discovery", i, "pool"), _unknown_pool(d.pool, cfg)))
+        try:
+            BackendConfig.model_validate(d.backend("192.0.2.1", None))
+        except ValidationError as exc:
+            problems += [(("discovery", i, *loc[-1:]), msg)
+                         for loc, msg in validation_problems(exc)]
+    return problems
 
 
 def _mode_problems(cfg: Config) -> list[Problem]:
