@@ -29,7 +29,9 @@ def test_a_discovery_only_config_loads():
      "x.yaml:4: discovery.0.engine: Value error, unknown engine kind 'nope'"),
     (HEAD + entry("port: 80, ").replace("pool: p", "pool: z"), "unknown pool 'z'"),
     (HEAD + entry("port: 80, ", "source: {dns: {name: x, type: MX}}"), "dns.type"),
-], ids=["nothing", "no-port", "no-source", "engine", "pool", "record-type"])
+    (HEAD + entry("port: 80, ") + entry("port: 81, ").replace("discovery:\n", ""),
+     "x.yaml:5: discovery.1.id_prefix: duplicate id_prefix 'vllm'"),
+], ids=["nothing", "no-port", "no-source", "engine", "pool", "record-type", "repeated"])
 def test_bad_discovery_entries_are_refused_with_the_field(text, message):
     with pytest.raises(ConfigError, match="discovery|backends") as err:
         parse_config(text, "x.yaml")
