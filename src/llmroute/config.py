@@ -27,6 +27,7 @@ from pydantic import (
 
 from llmroute.backends.engines import ENGINES, Capability, engine_kind
 from llmroute.config_anchor import AnchorConfig
+from llmroute.config_discovery import DiscoveryConfig
 from llmroute.config_filter import ContentFilterConfig
 from llmroute.config_observe import ObserveConfig
 from llmroute.config_policy import (
@@ -279,7 +280,8 @@ class Config(_Strict):
     anchor: AnchorConfig = AnchorConfig()
     fuse: FuseConfig = FuseConfig()
     pools: dict[str, PoolConfig] = Field(min_length=1)
-    backends: list[BackendConfig] = Field(min_length=1)
+    backends: list[BackendConfig] = []
+    discovery: list[DiscoveryConfig] = []
     routing: RoutingConfig
     gate: GateConfig = GateConfig()
     auth: AuthConfig = AuthConfig()
@@ -295,13 +297,7 @@ class Config(_Strict):
 
 def _reference_problems(cfg: Config) -> list[Problem]:
     """Cross-references pydantic cannot see: ``[(loc, message), …]``, empty when sound."""
-    problems: list[Problem] = []
-    ids = [b.id for b in cfg.backends]
-    for i, b in enumerate(cfg.backends):
-        if ids.index(b.id) != i:
-            problems.append((("backends", i, "id"), f"duplicate backend id {b.id!r}"))
-        if b.pool not in cfg.pools:
-            problems.append((("backends", i, "pool"), _unknown_pool(b.pool, cfg)))
+    problems = _entry_problems(cfg, "backends", "id", "backend id")
     if cfg.routing.default_pool not in cfg.pools:
         problems.append((("routing", "default_pool"), _unknown_pool(cfg.routing.default_pool, cfg)))
     for intent, pool in cfg.routing.intents.items():
@@ -312,9 +308,38 @@ def _reference_problems(cfg: Config) -> list[Problem]:
             if pool is not None and pool not in cfg.pools:
                 problems.append((("fuse", "degradation", *loc), _unknown_pool(pool, cfg)))
     for name in cfg.pools:
-        if not any(b.pool == name for b in cfg.backends):
+        if not any(b.pool == name for b in (*cfg.backends, *cfg.discovery)):
             problems.append((("pools", name), "pool has no backends"))
-    return problems + _mode_problems(cfg)
+    return problems + _mode_problems(cfg) + _discovery_problems(cfg)
+
+
+def _entry_problems(cfg: Config, section: str, key: str, what: str) -> list[Problem]:
+    """A repeated ``key`` (named ``what`` in the message) or an unknown pool among the
+    entries of list ``section`` (``backends`` or ``discovery``)."""
+    problems: list[Problem] = []
+    entries = getattr(cfg, section)
+    keys = [getattr(e, key) for e in entries]
+    for i, e in enumerate(entries):
+        if keys.index(keys[i]) != i:
+            problems.append(((section, i, key), f"duplicate {what} {keys[i]!r}"))
+        if e.pool not in cfg.pools:
+            problems.append(((section, i, "pool"), _unknown_pool(e.pool, cfg)))
+    return problems
+
+
+def _discovery_problems(cfg: Config) -> list[Problem]:
+    """At least one backend or discovery entry; each entry's template makes a sound
+    backend of a known pool; id prefixes are distinct."""
+    if not cfg.backends and not cfg.discovery:
+        return [(("backends",), "List should have at least 1 item (or give discovery)")]
+    problems = _entry_problems(cfg, "discovery", "id_prefix", "id_prefix")
+    for i, d in enumerate(cfg.discovery):
+        try:
+            BackendConfig.model_validate(d.backend("192.0.2.1", None))
+        except ValidationError as exc:
+            problems += [(("discovery", i, *loc[-1:]), msg)
+                         for loc, msg in validation_problems(exc)]
+    return problems
 
 
 def _mode_problems(cfg: Config) -> list[Problem]:

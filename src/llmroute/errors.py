@@ -29,7 +29,8 @@
     ├── ShuttingDown                   503 server_shutting_down: draining after SIGTERM
     ├── ConfigError                    bad configuration; message names file:line:field
     ├── EngineError                    a local engine could not be built, started or stopped
-    └── SignalSourceError              a metrics endpoint (engine /metrics, DCGM) could not be read
+    ├── SignalSourceError              a metrics endpoint (engine /metrics, DCGM) could not be read
+    └── DiscoveryError                 an endpoint source (DNS, Kubernetes API) could not be read
 
 `to_openai(err)` gives ``(status, {"error": {"message", "type", "param", "code"}})``.
 """
@@ -293,6 +294,18 @@ class SignalSourceError(LLMRouteError):
     Only the signal collector sees it; it never reaches request handling."""
 
     code = "signal_source_error"
+
+
+class DiscoveryError(LLMRouteError):
+    """An endpoint source (DNS name, Kubernetes EndpointSlice API) could not be read this
+    refresh; ``reason`` is a short label for the metric (``resolve``, ``forbidden``, …).
+    Only the discovery loop sees it: the last known endpoints keep serving."""
+
+    code = "discovery_error"
+
+    def __init__(self, message: str, *, reason: str = "error"):
+        super().__init__(message)
+        self.reason = reason
 
 
 def to_openai(err: LLMRouteError) -> tuple[int, dict[str, Any]]:

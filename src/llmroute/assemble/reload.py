@@ -22,6 +22,12 @@ sections (server, gate, auth, limits, state, anchor, …) are not reloaded: a ch
 reported in ``ignored`` and needs a restart. With ``--workers`` every worker gets the
 parent's ``SIGHUP`` and reloads its own copy of the file (an HTTP reload reaches only the
 worker that took the connection: send ``SIGHUP`` to the parent instead).
+
+Discovered backends (``discovery:``, ``assemble/discovery.py``) go through the same path:
+``rediscover`` swaps in one entry's new endpoint set (newcomers health-checked, an
+unhealthy one left out until the next refresh, vanished ones drained); a file reload
+keeps the discovered backends as they are. A change of the ``discovery`` section itself
+needs a restart (it is reported in ``ignored``).
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ import structlog
 from llmroute.assemble.generations import Generations
 from llmroute.assemble.probe import unhealthy
 from llmroute.assemble.runtime import make_backends, rewire
-from llmroute.config import EMBEDDED, Config, load_config
+from llmroute.config import EMBEDDED, BackendConfig, Config, load_config
 from llmroute.errors import ConfigError
 from llmroute.runtime import Runtime
 from llmroute.types import Backend
@@ -81,27 +87,69 @@ class Reloader:
         self.target, self.path, self.generations = target, path, generations
         self.health_timeout_s, self.drain_timeout_s = health_timeout_s, drain_timeout_s
         self._lock = asyncio.Lock()
+        self.discovered: dict[str, tuple[BackendConfig, ...]] = {}
         self.draining: set[asyncio.Task[None]] = set()
 
     async def reload(self) -> Outcome:
-        """Apply the file's pools, backends and routing (module docstring). Raises
-        ConfigError (the old set keeps serving) with the reason."""
+        """Apply the file's pools, backends and routing (module docstring), with the
+        discovered backends as they are. Raises ConfigError (the old set keeps serving)
+        with the reason."""
         async with self._lock:
             old: Runtime = self.target.state.runtime
-            loaded = self._read(old.config)
-            config = old.config.model_copy(update={s: getattr(loaded, s) for s in RELOADED})
-            backends = make_backends(config, _engine_urls(old))
-            outcome = _diff(old, loaded, backends)
-            if all(getattr(config, s) == getattr(old.config, s) for s in RELOADED):
-                log.info("reload", outcome="unchanged", ignored=list(outcome.ignored))
-                return dataclasses.replace(outcome, applied=False)
+            return await self._apply(old, self._with_discovered(self._read(old.config)))
+
+    async def rediscover(self, prefix: str, entries: tuple[BackendConfig, ...],
+                         health_timeout_s: float) -> Outcome:
+        """Make ``entries`` the backends of discovery entry ``prefix`` (replacing the ones
+        it found before), through the same swap and drain as ``reload``; the other
+        backends, pools and routing stay. A newcomer (or changed one) that is not
+        healthy within ``health_timeout_s`` is left out (logged), the rest join. Raises
+        ConfigError only when a strategy file no longer loads."""
+        async with self._lock:
+            old: Runtime = self.target.state.runtime
+            before = {b.id for group in self.discovered.values() for b in group}
+            static = [b for b in old.config.backends if b.id not in before]
+            ids = {b.id for b in static}
+            entries = tuple(b for b in entries if b.id not in ids)  # a static id wins
+            sick = await self._sick(old, entries, health_timeout_s)
+            self.discovered[prefix] = tuple(b for b in entries if b.id not in sick)
+            loaded = old.config.model_copy(update={"backends": static})
+            return await self._apply(old, self._with_discovered(loaded), check=False)
+
+    async def _apply(self, old: Runtime, loaded: Config, check: bool = True) -> Outcome:
+        config = old.config.model_copy(update={s: getattr(loaded, s) for s in RELOADED})
+        backends = make_backends(config, _engine_urls(old))
+        outcome = _diff(old, loaded, backends)
+        if all(getattr(config, s) == getattr(old.config, s) for s in RELOADED):
+            (log.info if check else log.debug)("reload", outcome="unchanged",
+                                               ignored=list(outcome.ignored))
+            return dataclasses.replace(outcome, applied=False)
+        if check:
             await self._check(old, backends, (*outcome.added, *outcome.changed))
-            new = rewire(old, config, backends)
-            await self._swap(old, new)
-            log.info("reload", outcome="applied", added=list(outcome.added),
-                     removed=list(outcome.removed), changed=list(outcome.changed),
-                     ignored=list(outcome.ignored))
-            return outcome
+        new = rewire(old, config, backends)
+        await self._swap(old, new)
+        log.info("reload", outcome="applied", added=list(outcome.added),
+                 removed=list(outcome.removed), changed=list(outcome.changed),
+                 ignored=list(outcome.ignored))
+        return outcome
+
+    def _with_discovered(self, loaded: Config) -> Config:
+        """``loaded`` with the discovered backends after its own (an id it has wins)."""
+        ids = {b.id for b in loaded.backends}
+        found = [b for group in self.discovered.values() for b in group if b.id not in ids]
+        return loaded.model_copy(update={"backends": [*loaded.backends, *found]})
+
+    async def _sick(self, old: Runtime, entries: tuple[BackendConfig, ...],
+                    timeout_s: float) -> set[str]:
+        """Ids of the new or changed ``entries`` that are not healthy in time."""
+        probe = old.config.model_copy(update={"backends": list(entries)})
+        backends = make_backends(probe, {})
+        fresh = [i for i, b in backends.items() if old.backends.get(i) != b]
+        results = await asyncio.gather(*(unhealthy(backends[i], timeout_s) for i in fresh))
+        sick = {i: why for i, why in zip(fresh, results) if why is not None}
+        for i, why in sick.items():
+            log.warning("discovered_backend_unhealthy", backend=i, reason=why)
+        return set(sick)
 
     async def reload_logged(self) -> None:
         """``reload``, logging a refusal instead of raising (the ``SIGHUP`` handler)."""

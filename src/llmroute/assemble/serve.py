@@ -13,6 +13,7 @@ from starlette.applications import Starlette
 
 from llmroute.api.app import create_app
 from llmroute.api.server import bind_socket, serve_app
+from llmroute.assemble.discovery import discovering
 from llmroute.assemble.generations import Generations
 from llmroute.assemble.reload import Reloader
 from llmroute.assemble.runtime import Progress, open_runtime
@@ -39,7 +40,8 @@ async def serve_forever(config: Config, host: str, port: int, progress: Progress
                         log_level: str = "info", *, reuse_port: bool = False) -> None:
     """Claim ``host:port``, start engines and the gate, then serve until SIGINT/SIGTERM
     (SIGTERM drains first: ``api/drain.py``); engines stop after the server. ``SIGHUP`` and
-    ``POST /admin/reload`` reload the backends (``assemble/reload.py``). Raises
+    ``POST /admin/reload`` reload the backends (``assemble/reload.py``); ``discovery:``
+    entries are refreshed through the same path (``assemble/discovery.py``). Raises
     ConfigError at once when the port cannot be
     bound (before any engine starts), EngineError when a local engine cannot be built or
     started. With ``reuse_port`` (a worker of ``llmroute serve --workers``,
@@ -61,10 +63,11 @@ async def _serve_runtime(config: Config, rt: Runtime, gens: Generations,
                          where: tuple[str, int, str], sock: socket.socket) -> None:
     app = create_app(config, runtime=rt)
     host, port, log_level = where
-    with serving_gc(), reloading(app, gens):
-        await serve_app(app, host, port, log_level, sock,
-                        drain_delay_s=config.server.drain_delay_s,
-                        drain_timeout_s=config.server.drain_timeout_s)
+    with serving_gc(), reloading(app, gens) as reloader:
+        async with discovering(reloader, config.discovery, rt.metrics.registry):
+            await serve_app(app, host, port, log_level, sock,
+                            drain_delay_s=config.server.drain_delay_s,
+                            drain_timeout_s=config.server.drain_timeout_s)
 
 
 @contextlib.contextmanager
