@@ -104,8 +104,8 @@ def key_figures(rows: dict, gate_p50_ms: dict[str, float]) -> dict:
             rows[(lr, sixteen, True)]["cpu_us_per_chunk"]
             / rows[(ll, sixteen, True)]["cpu_us_per_chunk"], 4),
         "added_p50_ms_gate_on": round(rows[("llmroute-gate", one, False)]["added_p50"], 3),
-        **_observed(rows),
-        **_policies(rows),
+        **_versus_llmroute(rows, "llmroute-observed", "observed"),
+        **_versus_llmroute(rows, "llmroute-policies", "policies"),
         "gate_p50_ms": round(gate_p50_ms["router"], 3),
         "gate_p50_ms_in_process_paced": round(gate_p50_ms["paced"], 3),
         "gate_p50_ms_in_process_back_to_back": round(gate_p50_ms["back_to_back"], 3),
@@ -114,34 +114,21 @@ def key_figures(rows: dict, gate_p50_ms: dict[str, float]) -> dict:
     }
 
 
-def _observed(rows: dict) -> dict:
-    """With everything observed (``llmroute-observed``): its throughput at 16 clients over
-    plain llmroute's, its added p50 at 1 client (vs direct, ms) and that minus llmroute's
-    (what observing adds); empty when the path was not measured."""
-    obs, lr, one, sixteen = "llmroute-observed", "llmroute", ("closed", 1), ("closed", 16)
-    if (obs, one, False) not in rows:
+def _versus_llmroute(rows: dict, path: str, name: str) -> dict:
+    """``path`` next to plain llmroute in the same run: its throughput at 16 clients over
+    llmroute's (``<name>_throughput_ratio``), its added p50 at 1 client (vs direct, ms:
+    ``added_p50_ms_<name>``) and that minus llmroute's (``…_vs_llmroute``: what the path's
+    extra work adds); empty when ``path`` was not measured. ``llmroute-observed``
+    (``observed``): everything observed; ``llmroute-policies`` (``policies``): auth,
+    never-binding limits, a 10,000-word filter on input and output."""
+    lr, one, sixteen = "llmroute", ("closed", 1), ("closed", 16)
+    if (path, one, False) not in rows:
         return {}
-    added = rows[(obs, one, False)]["added_p50"]
-    return {"observed_throughput_ratio": round(
-                rows[(obs, sixteen, False)]["rps"] / rows[(lr, sixteen, False)]["rps"], 3),
-            "added_p50_ms_observed": round(added, 3),
-            "added_p50_ms_observed_vs_llmroute": round(
-                added - rows[(lr, one, False)]["added_p50"], 3)}
-
-
-def _policies(rows: dict) -> dict:
-    """With the gateway policies on (``llmroute-policies``: auth, never-binding limits, a
-    10,000-word filter on input and output): its throughput at 16 clients over plain
-    llmroute's, its added p50 at 1 client (vs direct, ms) and that minus llmroute's (what
-    the policies add); empty when the path was not measured."""
-    pol, lr, one, sixteen = "llmroute-policies", "llmroute", ("closed", 1), ("closed", 16)
-    if (pol, one, False) not in rows:
-        return {}
-    added = rows[(pol, one, False)]["added_p50"]
-    return {"policies_throughput_ratio": round(
-                rows[(pol, sixteen, False)]["rps"] / rows[(lr, sixteen, False)]["rps"], 3),
-            "added_p50_ms_policies": round(added, 3),
-            "added_p50_ms_policies_vs_llmroute": round(
+    added = rows[(path, one, False)]["added_p50"]
+    return {f"{name}_throughput_ratio": round(
+                rows[(path, sixteen, False)]["rps"] / rows[(lr, sixteen, False)]["rps"], 3),
+            f"added_p50_ms_{name}": round(added, 3),
+            f"added_p50_ms_{name}_vs_llmroute": round(
                 added - rows[(lr, one, False)]["added_p50"], 3)}
 
 

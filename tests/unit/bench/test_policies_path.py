@@ -66,7 +66,7 @@ def test_the_report_prices_the_policies_path_against_plain_llmroute():
             ("llmroute", sixteen, False): {"added_p50": 1.0, "rps": 2000.0},
             ("llmroute-policies", one, False): {"added_p50": 0.7, "rps": 800.0},
             ("llmroute-policies", sixteen, False): {"added_p50": 1.5, "rps": 1800.0}}
-    assert report._policies(rows) == {"policies_throughput_ratio": 0.9,
-                                      "added_p50_ms_policies": 0.7,
-                                      "added_p50_ms_policies_vs_llmroute": 0.3}
-    assert report._policies({k: v for k, v in rows.items() if k[0] == "llmroute"}) == {}
+    assert report._versus_llmroute(rows, "llmroute-policies", "policies") == {"policies_throughput_ratio": 0.9,
+        "added_p50_ms_policies": 0.7, "added_p50_ms_policies_vs_llmroute": 0.3}
+    assert report._versus_llmroute({k: v for k, v in rows.items() if k[0] == "llmroute"},
+                                   "llmroute-policies", "policies") == {}
