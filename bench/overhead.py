@@ -6,7 +6,9 @@ LiteLLM proxy, all in one run against the same fast local upstream.
 Paths (interleaved round by round): ``direct`` (client → upstream), ``passthrough`` (the floor:
 Starlette + uvicorn + aiohttp, no routing), ``llmroute`` (gate off), ``llmroute-gate`` (gate
 on), ``llmroute-observed`` (gate off; the trace, metrics, the per-request log line at info
-level, to the server's log file, and the SQLite decision audit all on), ``litellm`` (LiteLLM proxy from PyPI, installed by this script in its own virtual
+level, to the server's log file, and the SQLite decision audit all on),
+``llmroute-policies`` (gate off; auth on with a key whose limits never bind, a 10,000-word
+sensitive-word list filtering input and output: ``bench/lib/policies.py``), ``litellm`` (LiteLLM proxy from PyPI, installed by this script in its own virtual
 environment under ``$LLMROUTE_CACHE/bench``) and, at 1 client only, four controls:
 ``llmroute-pause``, llmroute with the gate off whose requests first wait (``asyncio.sleep``,
 no work) as long as the gate took in the gate-on run just before (``bench/lib/paused.py``),
@@ -44,6 +46,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 
+import policies as _policies
 import procs as _procs
 from idle import shallow_idle
 from overhead_report import report
@@ -78,11 +81,11 @@ def litellm_bin(console: Console) -> Path:
     return exe
 
 
-def _chat_ok(url: str, path: str = "/v1/chat/completions") -> bool:
+def _chat_ok(url: str, path: str = "/v1/chat/completions", key: str = MASTER_KEY) -> bool:
     body = json.dumps({"model": "bench", "messages": [{"role": "user", "content": "hi"}]})
     req = urllib.request.Request(url + path, body.encode(),
                                  {"content-type": "application/json",
-                                  "authorization": f"Bearer {MASTER_KEY}"})
+                                  "authorization": f"Bearer {key}"})
     with urllib.request.urlopen(req, timeout=5) as resp:
         return resp.status == 200
 
@@ -104,6 +107,13 @@ gate: {{kind: {'semantic' if gate else 'off'}}}
     return path
 
 
+def _policies_config(work: Path, upstream: str) -> Path:
+    """The policies path's config (its key store and word list written beside it); its
+    key goes into ``KEYS``."""
+    path, KEYS[POLICIES] = _policies.setup(work, upstream)
+    return path
+
+
 def _litellm_config(work: Path, upstream: str) -> Path:
     path = work / "litellm.yaml"
     path.write_text(f"""\
@@ -114,6 +124,12 @@ litellm_settings: {{telemetry: false, drop_params: true, set_verbose: false}}
 general_settings: {{master_key: "{MASTER_KEY}"}}
 """)
     return path
+
+
+POLICIES = "llmroute-policies"
+"""The path with the gateway policies on; its requests carry its own key (``KEYS``)."""
+KEYS: dict[str, str] = {}
+"""Path name → the key its load generator sends instead of ``MASTER_KEY``."""
 
 
 def start_all(work: Path, console: Console) -> dict[str, _procs.Server]:
@@ -132,6 +148,8 @@ def start_all(work: Path, console: Console) -> dict[str, _procs.Server]:
         "llmroute-observed": [llmroute, "serve", "--config",
                               str(_llmroute_config(work, up.url, False, observed=True)),
                               "--port", "{port}", "--log-level", "info"],
+        POLICIES: [llmroute, "serve", "--config", str(_policies_config(work, up.url)),
+                   "--port", "{port}", "--log-level", "warning"],
         "llmroute-pause": [py, str(LIB / "paused.py"), "{port}",
                            str(_llmroute_config(work, up.url, False))],
         "litellm": [str(litellm_bin(console)), "--config", str(_litellm_config(work, up.url)),
@@ -141,11 +159,13 @@ def start_all(work: Path, console: Console) -> dict[str, _procs.Server]:
         port = _procs.free_port()
         argv = [a.replace("{port}", str(port)) for a in argv]
         servers[name] = _procs.start(name, argv, port, PROXY_CORE, work,
-                                     {"LITELLM_LOG": "ERROR"})
+                                     {"LITELLM_LOG": "ERROR",
+                                      _policies.ADMIN_ENV: _policies.ADMIN_KEY})
     servers |= {control: servers[path] for control, path in IDLED.items()}
     try:
-        for s in servers.values():
-            _procs.wait_ready(s, _chat_ok, timeout_s=180)
+        for name, s in servers.items():
+            key = KEYS.get(name, MASTER_KEY)
+            _procs.wait_ready(s, lambda url, key=key: _chat_ok(url, key=key), timeout_s=180)
     except BaseException:
         for s in servers.values():
             s.stop()
@@ -158,7 +178,8 @@ def segment(server: _procs.Server, load: tuple[str, int], stream: bool, quick: b
     """One measured run of ``load`` against ``server`` (``extra``: more load generator spec
     keys, ``headers`` or ``think_ms``); adds the proxy's CPU seconds."""
     mode, n = load
-    spec = {"url": server.url + "/v1/chat/completions", "key": MASTER_KEY, "stream": stream,
+    spec = {"url": server.url + "/v1/chat/completions",
+            "key": KEYS.get(server.name, MASTER_KEY), "stream": stream,
             "mode": mode, "clients": n, "rate": n, "duration_s": 1.5 if quick else 5.0,
             "warmup_s": 0.3 if quick else 1.0, **(extra or {})}
     cpu0 = server.cpu_s()

@@ -64,7 +64,8 @@ def plot(rows: dict, out: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    paths = ["passthrough", "llmroute", "llmroute-gate", "llmroute-observed", "litellm"]
+    paths = [p for p in ("passthrough", "llmroute", "llmroute-gate", "llmroute-observed",
+                         "llmroute-policies", "litellm") if (p, ("closed", 1), False) in rows]
     loads = [("closed", 1), ("closed", 16), ("closed", 128)]
     fig, axes = plt.subplots(1, len(loads), figsize=(13, 4))
     for ax, load in zip(axes, loads):
@@ -103,7 +104,8 @@ def key_figures(rows: dict, gate_p50_ms: dict[str, float]) -> dict:
             rows[(lr, sixteen, True)]["cpu_us_per_chunk"]
             / rows[(ll, sixteen, True)]["cpu_us_per_chunk"], 4),
         "added_p50_ms_gate_on": round(rows[("llmroute-gate", one, False)]["added_p50"], 3),
-        **_observed(rows),
+        **_versus_llmroute(rows, "llmroute-observed", "observed"),
+        **_versus_llmroute(rows, "llmroute-policies", "policies"),
         "gate_p50_ms": round(gate_p50_ms["router"], 3),
         "gate_p50_ms_in_process_paced": round(gate_p50_ms["paced"], 3),
         "gate_p50_ms_in_process_back_to_back": round(gate_p50_ms["back_to_back"], 3),
@@ -112,18 +114,21 @@ def key_figures(rows: dict, gate_p50_ms: dict[str, float]) -> dict:
     }
 
 
-def _observed(rows: dict) -> dict:
-    """With everything observed (``llmroute-observed``): its throughput at 16 clients over
-    plain llmroute's, its added p50 at 1 client (vs direct, ms) and that minus llmroute's
-    (what observing adds); empty when the path was not measured."""
-    obs, lr, one, sixteen = "llmroute-observed", "llmroute", ("closed", 1), ("closed", 16)
-    if (obs, one, False) not in rows:
+def _versus_llmroute(rows: dict, path: str, name: str) -> dict:
+    """``path`` next to plain llmroute in the same run: its throughput at 16 clients over
+    llmroute's (``<name>_throughput_ratio``), its added p50 at 1 client (vs direct, ms:
+    ``added_p50_ms_<name>``) and that minus llmroute's (``…_vs_llmroute``: what the path's
+    extra work adds); empty when ``path`` was not measured. ``llmroute-observed``
+    (``observed``): everything observed; ``llmroute-policies`` (``policies``): auth,
+    never-binding limits, a 10,000-word filter on input and output."""
+    lr, one, sixteen = "llmroute", ("closed", 1), ("closed", 16)
+    if (path, one, False) not in rows:
         return {}
-    added = rows[(obs, one, False)]["added_p50"]
-    return {"observed_throughput_ratio": round(
-                rows[(obs, sixteen, False)]["rps"] / rows[(lr, sixteen, False)]["rps"], 3),
-            "added_p50_ms_observed": round(added, 3),
-            "added_p50_ms_observed_vs_llmroute": round(
+    added = rows[(path, one, False)]["added_p50"]
+    return {f"{name}_throughput_ratio": round(
+                rows[(path, sixteen, False)]["rps"] / rows[(lr, sixteen, False)]["rps"], 3),
+            f"added_p50_ms_{name}": round(added, 3),
+            f"added_p50_ms_{name}_vs_llmroute": round(
                 added - rows[(lr, one, False)]["added_p50"], 3)}
 
 
@@ -184,6 +189,11 @@ def report(cells: dict, servers: dict, gate_p50_ms: dict[str, float], console: C
                      figures["observed_throughput_ratio"] >= 0.9),
                     ("observed: added p50 at 1 client ≤ 1.0 ms",
                      figures["added_p50_ms_observed"] <= 1.0)]
+    if "policies_throughput_ratio" in figures:
+        targets += [("policies: throughput ≥ 0.85× llmroute (16 clients)",
+                     figures["policies_throughput_ratio"] >= 0.85),
+                    ("policies: added p50 at 1 client ≤ 1.0 ms",
+                     figures["added_p50_ms_policies"] <= 1.0)]
     for name, ok in targets:
         console.print(f"{'met ' if ok else 'MISS'}  {name}")
     _controls(figures, console)

@@ -150,7 +150,8 @@ def _operator_paths(schemas: dict[str, Any]) -> dict[str, Any]:
                    "limit", "query", {"type": "integer", "minimum": 1, "maximum": 500})]))},
         "/trace/{request_id}": {"get": _op(
             "get_trace: one request's trace", _json(_OBJECT), security=_ADMIN,
-            params=[_param("request_id", "path", {"type": "string"})])},
+            params=[_param("request_id", "path", {"type": "string"}),
+                    _param("format", "query", {"type": "string", "enum": ["prov"]})])},
         "/admin/keys": {
             "get": _op("list_keys: the API keys", _json(_OBJECT), security=_ADMIN,
                        params=[_param("tenant", "query", {"type": "string"})]),

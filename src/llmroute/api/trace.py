@@ -2,7 +2,9 @@
 the in-memory ring of recent traces, else the trace store when configured; the id is the request's ``x-request-id`` (the
 client's own when it sent one).
 
-An id longer than ``MAX_ID`` characters or with path, query or control characters is a
+``?format=prov`` answers the trace's provenance instead, as W3C PROV-O JSON-LD
+(``observe/prov.py``; the prompt and answer digests are the audit's alone: the trace does
+not keep the texts). An id longer than ``MAX_ID`` characters or with path, query or control characters is a
 400; an unknown (or already forgotten) id is a 404, both OpenAI-shaped.
 """
 
@@ -15,6 +17,8 @@ from starlette.responses import Response
 
 from llmroute.api.responses import json_response
 from llmroute.errors import InvalidRequest, NotFound
+from llmroute.observe import prov
+from llmroute.observe.observer import audit_record
 from llmroute.runtime import Runtime
 
 MAX_ID = 256
@@ -22,7 +26,8 @@ _BAD = re.compile(r"[/\\?#%\x00-\x20\x7f]|^\.\.?$")
 
 
 async def get_trace(request: Request) -> Response:
-    """The trace of ``request_id``. Raises InvalidRequest (400) or NotFound (404)."""
+    """The trace of ``request_id`` (its PROV-O JSON-LD with ``?format=prov``). Raises
+    InvalidRequest (400) or NotFound (404)."""
     rt: Runtime = request.app.state.runtime
     rid = request.path_params["request_id"]
     if not rid or len(rid) > MAX_ID or _BAD.search(rid):
@@ -32,4 +37,8 @@ async def get_trace(request: Request) -> Response:
     if trace is None:
         raise NotFound(f"no trace for request {rid!r} (unknown, or no longer kept)",
                        param="request_id")
+    if request.query_params.get("format") == "prov":
+        obs = rt.observer
+        record = audit_record(trace, router=obs.instance, config_sha256=obs.config_sha256)
+        return json_response(prov.prov_o(prov.graph([record])))
     return json_response(trace.to_json())

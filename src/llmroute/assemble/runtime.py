@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import os
 import random
 import time
@@ -17,6 +18,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
+import orjson
 import structlog
 from prometheus_client import CollectorRegistry
 
@@ -88,10 +90,11 @@ def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSe
         BackendClient(session, config.timeouts, context.traceparent), PrefixIndex(),
         handoffs))
     metrics.registry.register(parts["collectors"])
+    observer = make_observer(config.observe, metrics, context)
+    observer.config_sha256 = config_sha256(config)
     return Runtime(**parts, gate=make_gate(config), breaker=breaker, metrics=metrics,
                    fuse_events=parts["dispatch"].fuse_events, clock=time.monotonic,
-                   wall_clock=time.time,
-                   observer=make_observer(config.observe, metrics, context),
+                   wall_clock=time.time, observer=observer,
                    fleet=fleet, handoffs=handoffs,
                    policy=build_policy(config, time.monotonic, time.time,
                                        registry=metrics.registry),
@@ -108,7 +111,17 @@ def rewire(old: Runtime, config: Config, backends: dict[str, Backend]) -> Runtim
     reading the strategy files; raises ConfigError for a bad strategy file."""
     fixed = _Fixed(old.breaker, old.metrics, old.fuse_events, old.dispatch.client,
                    old.dispatch.affinity, old.handoffs or handoff_store(config))
-    return dataclasses.replace(old, **_per_backends(config, backends, fixed))
+    new = dataclasses.replace(old, **_per_backends(config, backends, fixed))
+    old.observer.config_sha256 = config_sha256(config)
+    return new
+
+
+def config_sha256(config: Config) -> str:
+    """SHA-256 (hex) of ``config``'s canonical JSON (sorted keys; its ``source`` left
+    out): the config version each audit record names."""
+    data = orjson.dumps(config.model_dump(mode="json", exclude={"source"}),
+                        option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(data).hexdigest()
 
 
 @dataclasses.dataclass(frozen=True)

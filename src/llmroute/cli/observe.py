@@ -1,10 +1,15 @@
 """``llmroute trace ID [--url | --store PATH]`` — one request's trace from a running router (or
 from the trace store's SQLite file) as a timeline;
-``llmroute audit verify|show|query`` — the decision audit's hash chain (``observe.audit``).
+``llmroute audit verify|show|query|prov|export`` — the decision audit's hash chain
+(``observe.audit``).
 
 ``audit verify`` exits 0 when the chain is intact (gaps, decisions the router could not
 write, are listed) and 1 naming the first broken record; ``audit show REQUEST_ID`` and
 ``audit query --since … --until … [--backend] [--strategy] [--tenant]`` print JSON lines.
+``audit prov REQUEST_ID`` and ``audit export`` (``query``'s filters) print the records'
+provenance as W3C PROV (``--format prov-o``: PROV-O JSON-LD, the default; ``prov-json``:
+PROV-JSON; ``observe.prov``); both walk the chain first and, when it is broken, mark the
+records from the broken one on as unverified, say so on stderr and exit 1.
 The audit database is ``--path``, else the config's ``observe.audit.path``.
 """
 
@@ -25,7 +30,7 @@ from typing import Any
 
 from llmroute.config import load_config
 from llmroute.errors import ConfigError
-from llmroute.observe import audit_chain, trace_store
+from llmroute.observe import audit_chain, prov, trace_store
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -40,17 +45,23 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
     audit = sub.add_parser("audit", help="verify, show or query the decision audit")
     act = audit.add_subparsers(dest="audit_command", required=True)
     for name, help_ in (("verify", "walk the hash chain"),
-                        ("show", "one request's records"), ("query", "records in a time range")):
+                        ("show", "one request's records"), ("query", "records in a time range"),
+                        ("prov", "one request's provenance as W3C PROV"),
+                        ("export", "records in a time range as W3C PROV")):
         p = act.add_parser(name, help=help_)
         p.add_argument("--path", help="the audit database (default: observe.audit.path)")
         p.add_argument("--config", type=Path, help="YAML config naming observe.audit.path")
         p.set_defaults(observe_run=run_audit)
-    act.choices["show"].add_argument("request_id")
-    q = act.choices["query"]
-    q.add_argument("--since", default="0", help="ISO 8601 time or epoch seconds")
-    q.add_argument("--until", help="ISO 8601 time or epoch seconds (default: now)")
-    for name in ("backend", "strategy", "tenant"):
-        q.add_argument(f"--{name}")
+    for name in ("show", "prov"):
+        act.choices[name].add_argument("request_id")
+    for name in ("prov", "export"):
+        act.choices[name].add_argument("--format", choices=("prov-o", "prov-json"),
+                                       default="prov-o", help="PROV-O JSON-LD or PROV-JSON")
+    for q in (act.choices["query"], act.choices["export"]):
+        q.add_argument("--since", default="0", help="ISO 8601 time or epoch seconds")
+        q.add_argument("--until", help="ISO 8601 time or epoch seconds (default: now)")
+        for name in ("backend", "strategy", "tenant"):
+            q.add_argument(f"--{name}")
 
 
 def show_trace(args: argparse.Namespace) -> int:
@@ -122,13 +133,38 @@ def run_audit(args: argparse.Namespace) -> int:
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
         if args.audit_command == "verify":
             return _verify(conn)
-        rows = (audit_chain.show(conn, args.request_id) if args.audit_command == "show" else
-                audit_chain.query(conn, when(args.since), when(args.until) if args.until
-                                  else time.time(), backend=args.backend,
-                                  strategy=args.strategy, tenant=args.tenant))
+        if args.audit_command in ("prov", "export"):
+            return _export(conn, args)
+        rows = _rows(conn, args)
     for row in rows:
         print(json.dumps(row, ensure_ascii=False))
     return 0 if rows or args.audit_command == "query" else 1
+
+
+def _rows(conn: sqlite3.Connection, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The records ``show``/``prov`` (one request) or ``query``/``export`` ask for."""
+    if args.audit_command in ("show", "prov"):
+        return audit_chain.show(conn, args.request_id)
+    return audit_chain.query(conn, when(args.since), when(args.until) if args.until
+                             else time.time(), backend=args.backend,
+                             strategy=args.strategy, tenant=args.tenant)
+
+
+def _export(conn: sqlite3.Connection, args: argparse.Namespace) -> int:
+    """Print the records' PROV document; 1 when the chain is broken (said on stderr) or
+    ``prov`` found no record."""
+    rows, v = _rows(conn, args), audit_chain.verify(conn)
+    g = prov.graph(rows, v.broken)
+    print(json.dumps(prov.prov_o(g) if args.format == "prov-o" else prov.prov_json(g),
+                     indent=2, ensure_ascii=False))
+    if not v.ok:
+        print(f"llmroute audit: the chain is broken at record {v.broken}: {v.why}; records "
+              f"from {v.broken} on are exported with chainVerified false", file=sys.stderr)
+        return 1
+    if not rows and args.audit_command == "prov":
+        print(f"llmroute audit: no record for request {args.request_id!r}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _verify(conn: sqlite3.Connection) -> int:

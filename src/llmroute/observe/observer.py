@@ -8,8 +8,11 @@ OTLP posts in the exporter's thread (``otlp.py``).
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import logging
+import os
+import socket
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
@@ -57,7 +60,10 @@ class TraceRing:
 class Observer:
     """Traces, metrics, the log line, the audit, the trace store and the OTLP export for
     every request (``config``); ``audit``, ``store`` and ``otlp`` are None when off;
-    ``context`` hands the current request to the engine client (``traceparent``)."""
+    ``context`` hands the current request to the engine client (``traceparent``).
+    ``instance`` names this router process (``host:pid``) and ``config_sha256`` the config
+    it serves (set by the composition root, again on reload); both go into every audit
+    record."""
 
     def __init__(self, config: ObserveConfig, metrics: Metrics, audit: AuditLog | None,
                  context: TraceContext | None = None, store: TraceStore | None = None,
@@ -65,6 +71,8 @@ class Observer:
         self.config, self.metrics, self.audit = config, metrics, audit
         self.context, self.store, self.otlp = context or TraceContext(), store, otlp
         self.ring = TraceRing(config.trace_ring)
+        self.instance = f"{socket.gethostname()}:{os.getpid()}"
+        self.config_sha256: str | None = None
         self._series: dict[tuple[str, ...], Any] = {}  # labelled children, looked up once
 
     def recorder(self, request_id: str, headers: Mapping[str, str]) -> Recorder:
@@ -86,7 +94,10 @@ class Observer:
         if self.config.log_requests and log.is_enabled_for(logging.INFO):
             log.info("request", **self._line(trace, rec))
         if self.audit is not None:
-            self.audit.submit(audit_record(trace))
+            self.audit.submit(audit_record(trace, router=self.instance,
+                                           config_sha256=self.config_sha256,
+                                           prompt_sha256=sha256_text(rec.prompt),
+                                           answer_sha256=sha256_text(rec.answer)))
         if self.store is not None:
             self.store.put(trace)
         if self.otlp is not None:
@@ -159,13 +170,21 @@ class Observer:
         return line
 
 
-def audit_record(trace: Trace) -> dict[str, Any]:
+def audit_record(trace: Trace, **provenance: str | None) -> dict[str, Any]:
     """The decision fields of ``trace`` that the audit keeps: ids, time, status, the
-    summary (tenant, key, intent, strategy, pool, backend, tokens, handoffs) and the
-    decision steps (policy, gate, strategy, anchor, attempts, handoffs)."""
+    summary (tenant, key, intent, strategy, pool, backend, tokens, handoffs), the decision
+    steps (policy, gate, strategy, anchor, attempts, handoffs) and the ``provenance``
+    fields given (``router``, ``config_sha256``, ``prompt_sha256``, ``answer_sha256``: hex
+    digests, never the texts; None ones are left out)."""
     steps = [s.to_json() for s in trace.steps if s.name not in ("receive", "response")]
     return {"request_id": trace.request_id, "trace_id": trace.trace_id, "at": trace.at,
-            "status": trace.status, **trace.summary, "steps": steps}
+            "status": trace.status, **trace.summary, "steps": steps,
+            **{k: v for k, v in provenance.items() if v is not None}}
+
+
+def sha256_text(text: str | None) -> str | None:
+    """SHA-256 (hex) of ``text``'s UTF-8 bytes; None for None."""
+    return None if text is None else hashlib.sha256(text.encode()).hexdigest()
 
 
 def _bump(counts: dict[str, int], key: str) -> None:

@@ -129,8 +129,8 @@ class Recorder:
     """The trace being recorded for one request (times: ``time.perf_counter`` s).
 
     ``summary`` collects the decision fields (tenant, key_id, intent, strategy, pool, backend,
-    ttft_ms, tokens_in/out, handoffs, finish_reason); ``prompt``/``answer`` are kept only
-    for the log line when prompts are logged."""
+    ttft_ms, tokens_in/out, handoffs, finish_reason); ``prompt``/``answer`` (the texts) are
+    logged only when prompts are logged; the audit keeps their SHA-256 digests only."""
 
     request_id: str
     trace_id: str
@@ -232,7 +232,8 @@ class Recorder:
             "window": [round(h, 4) for h in window]}))
 
     def answered(self, body: Any) -> None:
-        """A JSON answer: its ``usage`` and first choice's ``finish_reason``."""
+        """A JSON answer: its ``usage``, first choice's ``finish_reason`` and (unless a
+        stream already set it) that choice's text as ``answer``."""
         if not isinstance(body, dict):
             return
         usage, choices = body.get("usage"), body.get("choices")
@@ -244,6 +245,10 @@ class Recorder:
                 self.summary["tokens_in"] = usage["prompt_tokens"]
         if isinstance(choices, list) and choices and isinstance(choices[0], dict):
             self.finish_reason(choices[0].get("finish_reason"))
+            message = choices[0].get("message")
+            if self.answer is None and isinstance(message, dict) \
+                    and isinstance(message.get("content"), str):
+                self.answer = message["content"]
 
     def finish_reason(self, reason: Any) -> None:
         """The answer's finish reason (a stream's comes from its terminal chunk)."""
