@@ -26,7 +26,7 @@ def store_factory(kind, request):
     if kind == "memory":
         return MemoryStore
     url = request.getfixturevalue("redis_server").url
-    return lambda clock: RedisStore(url, 2.0, prefix=f"t{uuid.uuid4().hex}:", clock=clock)
+    return lambda clock: RedisStore(url, 10.0, prefix=f"t{uuid.uuid4().hex}:", clock=clock)
 
 
 @pytest.fixture(params=KINDS)

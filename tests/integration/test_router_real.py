@@ -348,5 +348,8 @@ async def test_killed_engine_fails_over_to_the_rest_of_the_pool(router: Router) 
     (survivor,) = GENERAL - {victim}
     assert served == [(survivor, "general")] * 5
     stats = rt.stats.snapshot(rt.clock()).stats[victim]
-    assert stats.error_rate is not None and stats.error_rate > 0, "the victim was never tried"
+    # Either a request tried the dead engine and failed over, or the collector's poll saw it
+    # down first and the anchor ranked it last (a dark backend): both are failover in the pool.
+    dark = rt.signals is not None and victim in rt.signals.dark(rt.clock())
+    assert (stats.error_rate or 0) > 0 or dark, "the victim was neither tried nor seen down"
     assert stats.in_flight == 0
