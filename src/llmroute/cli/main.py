@@ -134,10 +134,13 @@ def log_level(value: str) -> str:
 def _serve(config: Config, args: argparse.Namespace) -> int:
     import structlog
 
-    from llmroute.observe.logging import configure_logging
+    from llmroute.api.tls import check_tls
     from llmroute.assemble.serve import serve_forever
+    from llmroute.observe.logging import configure_logging
 
     config = with_tls(config, args.ssl_certfile, args.ssl_keyfile)
+    if config.server.tls is not None:
+        check_tls(config.server.tls)  # one line, exit 2, before anything starts
     configure_logging(args.log_level)
     log = structlog.get_logger("llmroute")
     host = args.host or config.server.host
@@ -171,12 +174,9 @@ def with_tls(config: Config, certfile: str | None, keyfile: str | None) -> Confi
 
 
 def _serve_workers(config: Config, args: argparse.Namespace, host: str, port: int) -> int:
-    from llmroute.api.tls import check_tls
     from llmroute.assemble.workers import check_workers, claim_port, supervise, worker_argv
 
     check_workers(config, args.workers)
-    if config.server.tls is not None:
-        check_tls(config.server.tls)
     argv = worker_argv(args.config, host, claim_port(host, port), args.log_level,
                        config.server.tls)
     return asyncio.run(supervise(argv, args.workers))
