@@ -1,5 +1,5 @@
 """The ``server:`` section of the configuration: bind address, body limit, graceful
-shutdown (``api/drain.py``) and CORS."""
+shutdown (``api/drain.py``), CORS and TLS (``api/tls.py``)."""
 
 from __future__ import annotations
 
@@ -39,11 +39,24 @@ class CorsConfig(_Strict):
         return self
 
 
+class TlsConfig(_Strict):
+    """HTTPS on the router's own port (``api/tls.py``): the PEM certificate chain ``cert``
+    and its unencrypted private key ``key`` (file paths); with ``ca`` (a PEM CA bundle)
+    every client must present a certificate signed by it (mutual TLS). ``hsts_max_age_s``:
+    when set, every answer carries ``Strict-Transport-Security: max-age=<it>``."""
+
+    cert: str = Field(min_length=1)
+    key: str = Field(min_length=1)
+    ca: str | None = None
+    hsts_max_age_s: int | None = Field(None, ge=0)
+
+
 class ServerConfig(_Strict):
     """HTTP server: bind address, ``max_body_bytes`` (bytes, default 4 MiB) and the graceful
     shutdown on SIGTERM (``api/drain.py``): ``drain_delay_s`` seconds of refusing new
     requests (503) and failing ``/ready`` while still listening, then up to
-    ``drain_timeout_s`` seconds for accepted requests and streams to finish."""
+    ``drain_timeout_s`` seconds for accepted requests and streams to finish. ``tls``: serve
+    HTTPS (None: plain HTTP; ``llmroute serve --ssl-certfile/--ssl-keyfile`` set it too)."""
 
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
@@ -51,3 +64,4 @@ class ServerConfig(_Strict):
     drain_delay_s: float = Field(5.0, ge=0)
     drain_timeout_s: float = Field(30.0, ge=0)
     cors: CorsConfig = CorsConfig()
+    tls: TlsConfig | None = None

@@ -151,7 +151,8 @@ async def serve(rt: Runtime, request: ChatRequest, caller: Caller | None = None,
     failover, filter the output (JSON or SSE), and describe the route in headers
     (``route_headers``, plus ``server-timing`` with the gate's time); every step is noted
     in ``trace`` (a throwaway one when None). Raises PermissionDenied
-    (403) when the plan's pool is not one ``caller``'s key may use."""
+    (403) when the matched strategy (other than the built-in one) or the plan's pool is not
+    one ``caller``'s key may use."""
     trace = trace or Recorder(request.request_id, request.request_id)
     screen = rt.content_filter
     if screen is not None:  # 400 content_filter before the gate; masks the prompt
@@ -161,6 +162,8 @@ async def serve(rt: Runtime, request: ChatRequest, caller: Caller | None = None,
     intent = await rt.gate.classify(request)
     timing = server_timing(trace.gate(intent))
     d = settle(rt, request, intent, explain=False, headers=headers, trace=trace)
+    if caller is not None and d.strategy.strategy_id != BUILTIN_ID:
+        caller.check_strategy(d.strategy.strategy_id)  # 403 before any engine
     if d.strategy.runner is not None:
         return await run_strategy(rt, request, d, caller, trace, timing)
     if caller is not None:

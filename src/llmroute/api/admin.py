@@ -1,15 +1,21 @@
 """The admin API (``/admin/keys``) and the guard of the operator surfaces.
 
-With auth on, ``operator(endpoint)`` lets a request through only with the admin key
-(``Policy.require_admin``: 401 without a key, 403 with another); ``/metrics`` stays open when
-``auth.metrics_open``. With auth off the surfaces are open as before and ``/admin/*``
-answers 404 (there is no key store).
+With auth on, ``operator(endpoint)`` lets a request through with the admin key or a key of
+the ``operator`` role (``Policy.require_operator``: 401 without a key or with an unknown
+one, 403 with an inference key); ``operator(endpoint, admin=True)`` — key management and
+reload — only with the admin key (403 for operator keys too); ``/metrics`` stays open when
+``auth.metrics_open``. With auth off the surfaces are open as before and ``/admin/keys``
+answers 404 (there is no key store). Every request that changes something (not GET) is
+logged once as ``operator_action`` with who made it (``admin`` or the key's id, never a
+secret), the method, path and status.
 
 * ``GET /admin/keys[?tenant=…]`` — the key records (never a secret);
 * ``POST /admin/keys`` — ``{"tenant", "name"?, "limits"?: {rpm, tpm, daily_tokens,
   monthly_tokens, max_concurrency, max_context_tokens}, "models"?, "pools"?, "strategies"?, "priority"?,
-  "expires_at"? (epoch s), "metadata"?}`` → 201 ``{"key": <secret, shown once>, "record"}``;
+  "role"?: "inference"|"operator", "expires_at"? (epoch s), "metadata"?}`` → 201 ``{"key": <secret, shown once>, "record"}``;
 * ``DELETE /admin/keys/{key_id}`` — revoke (effective at once on this replica);
+* ``POST /admin/keys/{key_id}/rotate`` — 201 ``{"key": <new secret, shown once>,
+  "record"}``: a new key with the same tenant and settings; the old one is revoked;
 * ``POST /admin/reload`` — re-read the config file's pools, backends and routing
   (``assemble/reload.py``): 200 ``{"object": "reload", "outcome", "added", "removed",
   "changed", "kept", "ignored"}``, or 400 ``invalid_config`` / ``backend_unhealthy`` with
@@ -21,31 +27,48 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
+import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
 from llmroute.api.body import read_json
 from llmroute.api.responses import json_response
-from llmroute.errors import ConfigError, InvalidRequest, ModelNotFound
+from llmroute.errors import ConfigError, InvalidRequest, LLMRouteError, ModelNotFound
 from llmroute.policy.gateway import Policy
-from llmroute.policy.issue import issue_key
+from llmroute.policy.issue import issue_key, rotate_key
 from llmroute.policy.keys import ApiKey, Limits
 from llmroute.runtime import Runtime
 
 Endpoint = Callable[[Request], Awaitable[Response]]
+log = structlog.get_logger("llmroute.admin")
 
 
-def operator(endpoint: Endpoint, *, metrics: bool = False) -> Endpoint:
-    """``endpoint`` behind the admin key when auth is on (``metrics``: open when
-    ``auth.metrics_open``)."""
+def operator(endpoint: Endpoint, *, metrics: bool = False, admin: bool = False) -> Endpoint:
+    """``endpoint`` behind the admin key or an operator key when auth is on (``admin``: the
+    admin key only; ``metrics``: open when ``auth.metrics_open``); changes are logged
+    (module docstring)."""
     async def guarded(request: Request) -> Response:
         policy = request.app.state.runtime.policy
+        who = None
         if policy is not None and not (metrics and policy.metrics_open):
-            policy.require_admin(request.headers)
-        return await endpoint(request)
+            who = policy.require_admin(request.headers) if admin else \
+                await policy.require_operator(request.headers)
+        if request.method == "GET":
+            return await endpoint(request)
+        status = 500
+        try:
+            response = await endpoint(request)
+            status = response.status_code
+            return response
+        except LLMRouteError as exc:
+            status = exc.status
+            raise
+        finally:
+            log.info("operator_action", by=who, method=request.method,
+                     path=request.url.path, status=status)
 
     guarded.__doc__ = endpoint.__doc__
     return guarded
@@ -72,6 +95,7 @@ class KeyIn(BaseModel):
     pools: tuple[str, ...] = ()
     strategies: tuple[str, ...] = ()
     priority: str = "standard"
+    role: Literal["inference", "operator"] = "inference"
     expires_at: float | None = None
     metadata: dict[str, Any] = {}
 
@@ -116,6 +140,17 @@ async def revoke_key(request: Request) -> Response:
         raise ModelNotFound(f"no active key {key_id!r}", param="key_id", code="key_not_found")
     policy.auth.forget()
     return json_response({"id": key_id, "object": "key", "revoked": True})
+
+
+async def rotate(request: Request) -> Response:
+    """``POST /admin/keys/{key_id}/rotate``: a new secret with the key's settings (shown in
+    this answer only); the old key is revoked. 400 when there is no active such key."""
+    rt: Runtime = request.app.state.runtime
+    policy = _policy(request)
+    secret, key = await rotate_key(policy.keys, request.path_params["key_id"],
+                                   rt.wall_clock())
+    policy.auth.forget()
+    return json_response({"key": secret, "record": record(key)}, 201)
 
 
 def _policy(request: Request) -> Policy:

@@ -22,7 +22,14 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from llmroute.api.admin import create_key, list_keys, operator, reload_config, revoke_key
+from llmroute.api.admin import (
+    create_key,
+    list_keys,
+    operator,
+    reload_config,
+    revoke_key,
+    rotate,
+)
 from llmroute.api.dashboard import dashboard
 from llmroute.api.debug_backends import debug_backends
 from llmroute.api.drain import DRAIN_RETRY_AFTER_S, Drain
@@ -144,10 +151,11 @@ def _routes(hot: dict[str, Exchange]) -> list[Route]:
         Route("/debug/requests", operator(debug_requests), methods=["GET"]),
         Route("/dashboard", dashboard, methods=["GET"]),
         Route("/trace/{request_id:path}", operator(get_trace), methods=["GET"]),
-        Route("/admin/keys", operator(list_keys), methods=["GET"]),
-        Route("/admin/keys", operator(create_key), methods=["POST"]),
-        Route("/admin/keys/{key_id}", operator(revoke_key), methods=["DELETE"]),
-        Route("/admin/reload", operator(reload_config), methods=["POST"]),
+        Route("/admin/keys", operator(list_keys, admin=True), methods=["GET"]),
+        Route("/admin/keys", operator(create_key, admin=True), methods=["POST"]),
+        Route("/admin/keys/{key_id}", operator(revoke_key, admin=True), methods=["DELETE"]),
+        Route("/admin/keys/{key_id}/rotate", operator(rotate, admin=True), methods=["POST"]),
+        Route("/admin/reload", operator(reload_config, admin=True), methods=["POST"]),
         Route("/admin/handoffs", operator(list_handoffs), methods=["GET"]),
         Route("/admin/handoffs/{ticket}", operator(show_handoff), methods=["GET"]),
         Route("/admin/handoffs/{ticket}/claim", operator(claim_handoff), methods=["POST"]),

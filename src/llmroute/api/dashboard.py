@@ -1,8 +1,8 @@
 """``GET /dashboard``: the operator's live page (``dashboard.html``: plain HTML, CSS and
 JavaScript with inline SVG; no CDN, no build step, works offline). The page itself holds no
 data: its script polls ``/debug/backends``, ``/debug/fuse``, ``/debug/requests``,
-``/metrics`` and ``/trace/{id}`` (behind the admin key when auth is on: the page asks for
-it once and keeps it for the browser tab)."""
+``/metrics`` and ``/trace/{id}`` (behind the admin key or an operator key when auth is on:
+the page asks for it once and keeps it for the browser tab)."""
 
 from __future__ import annotations
 

@@ -160,6 +160,10 @@ def _operator_paths(schemas: dict[str, Any]) -> dict[str, Any]:
         "/admin/keys/{key_id}": {"delete": _op(
             "revoke_key: revoke a key", _json(_OBJECT), security=_ADMIN,
             params=[_param("key_id", "path", {"type": "string"})])},
+        "/admin/keys/{key_id}/rotate": {"post": _op(
+            "rotate_key: a new secret with the key's settings; the old key is revoked",
+            _json(_OBJECT), status="201", security=_ADMIN,
+            params=[_param("key_id", "path", {"type": "string"})])},
         "/admin/handoffs": {"get": _op(
             "list_handoffs: hand-off tickets", _json(_OBJECT), security=_ADMIN,
             params=[_param("status", "query",

@@ -19,6 +19,8 @@ import structlog
 import uvicorn
 
 from llmroute.api.drain import Drain
+from llmroute.api.tls import uvicorn_tls
+from llmroute.config_server import TlsConfig
 from llmroute.errors import ConfigError
 
 log = structlog.get_logger("llmroute.server")
@@ -26,8 +28,9 @@ log = structlog.get_logger("llmroute.server")
 
 async def serve_app(app: Any, host: str, port: int, log_level: str = "info",
                     sock: socket.socket | None = None, *, drain_delay_s: float = 0.0,
-                    drain_timeout_s: float | None = None) -> None:
-    """Serve ``app`` on ``host:port`` until SIGINT/SIGTERM (its lifespan is not run); on
+                    drain_timeout_s: float | None = None, tls: TlsConfig | None = None) -> None:
+    """Serve ``app`` on ``host:port`` (HTTPS with ``tls``, checked beforehand by
+    ``api.tls.check_tls``) until SIGINT/SIGTERM (its lifespan is not run); on
     ``sock`` when given (``bind_socket``'s, bound to that address), which uvicorn then
     listens on. SIGTERM drains first (``api/drain.py``: ``drain_delay_s`` seconds refusing
     new requests with 503 while still listening, then up to ``drain_timeout_s`` seconds —
@@ -35,7 +38,7 @@ async def serve_app(app: Any, host: str, port: int, log_level: str = "info",
     engines; the process exits 0)."""
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level,
                             access_log=False, lifespan="off",
-                            timeout_graceful_shutdown=drain_timeout_s)
+                            timeout_graceful_shutdown=drain_timeout_s, **uvicorn_tls(tls))
     server = _Server(config, app.drain, drain_delay_s)
     await server.serve(sockets=[sock] if sock is not None else None)
 
@@ -112,11 +115,13 @@ def _reason(err: BaseException) -> str:
 
 
 @contextlib.asynccontextmanager
-async def serve_in_background(app: Any, host: str = "127.0.0.1") -> AsyncIterator[str]:
-    """Serve ``app`` on a free port of ``host`` while the block runs; yields the base URL.
-    Raises RuntimeError if the server cannot start."""
+async def serve_in_background(app: Any, host: str = "127.0.0.1",
+                              tls: TlsConfig | None = None) -> AsyncIterator[str]:
+    """Serve ``app`` on a free port of ``host`` (HTTPS with ``tls``) while the block runs;
+    yields the base URL. Raises RuntimeError if the server cannot start."""
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=0, log_level="warning",
-                                           access_log=False, lifespan="off"))
+                                           access_log=False, lifespan="off",
+                                           **uvicorn_tls(tls)))
     task = asyncio.create_task(server.serve())
     while not server.started:
         if task.done():
@@ -124,7 +129,7 @@ async def serve_in_background(app: Any, host: str = "127.0.0.1") -> AsyncIterato
         await asyncio.sleep(0.02)
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
-        yield f"http://{host}:{port}"
+        yield f"{'https' if tls else 'http'}://{host}:{port}"
     finally:
         server.should_exit = True
         await task

@@ -13,6 +13,7 @@ from starlette.applications import Starlette
 
 from llmroute.api.app import create_app
 from llmroute.api.server import bind_socket, serve_app
+from llmroute.api.tls import check_tls
 from llmroute.assemble.discovery import discovering
 from llmroute.assemble.generations import Generations
 from llmroute.assemble.reload import Reloader
@@ -41,13 +42,15 @@ async def serve_forever(config: Config, host: str, port: int, progress: Progress
     """Claim ``host:port``, start engines and the gate, then serve until SIGINT/SIGTERM
     (SIGTERM drains first: ``api/drain.py``); engines stop after the server. ``SIGHUP`` and
     ``POST /admin/reload`` reload the backends (``assemble/reload.py``); ``discovery:``
-    entries are refreshed through the same path (``assemble/discovery.py``). Raises
-    ConfigError at once when the port cannot be
-    bound (before any engine starts), EngineError when a local engine cannot be built or
-    started. With ``reuse_port`` (a worker of ``llmroute serve --workers``,
+    entries are refreshed through the same path (``assemble/discovery.py``); HTTPS when
+    ``server.tls``. Raises ConfigError at once when the TLS files cannot serve
+    (``api/tls.py``) or the port cannot be bound (before any engine starts), EngineError
+    when a local engine cannot be built or started. With ``reuse_port`` (a worker of ``llmroute serve --workers``,
     ``assemble/workers.py``) the port is shared with ``SO_REUSEPORT`` and bound only once
     the Runtime is open: a bound socket that does not listen yet would be handed (and
     leave hanging) its share of the connections the other workers already take."""
+    if config.server.tls is not None:
+        check_tls(config.server.tls)
     gens = Generations()
     if reuse_port:
         async with open_runtime(config, progress, gens) as rt:
@@ -67,7 +70,8 @@ async def _serve_runtime(config: Config, rt: Runtime, gens: Generations,
         async with discovering(reloader, config.discovery, rt.metrics.registry):
             await serve_app(app, host, port, log_level, sock,
                             drain_delay_s=config.server.drain_delay_s,
-                            drain_timeout_s=config.server.drain_timeout_s)
+                            drain_timeout_s=config.server.drain_timeout_s,
+                            tls=config.server.tls)
 
 
 @contextlib.contextmanager

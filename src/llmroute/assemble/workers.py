@@ -29,6 +29,7 @@ import structlog
 
 from llmroute.api.server import bind_socket
 from llmroute.config import Config
+from llmroute.config_server import TlsConfig
 from llmroute.errors import ConfigError
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -63,11 +64,15 @@ def claim_port(host: str, port: int) -> int:
         return int(sock.getsockname()[1])
 
 
-def worker_argv(config_path: Path | None, host: str, port: int, log_level: str) -> list[str]:
+def worker_argv(config_path: Path | None, host: str, port: int, log_level: str,
+                tls: TlsConfig | None = None) -> list[str]:
     """The command line of one worker: this Python running ``llmroute serve`` with
-    ``--reuse-port`` on ``host:port``."""
+    ``--reuse-port`` on ``host:port`` (HTTPS with ``tls``'s certificate and key; its other
+    settings come from the config file)."""
     argv = [sys.executable, "-m", "llmroute.cli.main", "serve", "--reuse-port",
             "--host", host, "--port", str(port), "--log-level", log_level]
+    if tls is not None:
+        argv += ["--ssl-certfile", tls.cert, "--ssl-keyfile", tls.key]
     return argv + (["--config", str(config_path)] if config_path is not None else [])
 
 

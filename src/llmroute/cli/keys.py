@@ -1,7 +1,7 @@
 """Key and tenant commands on the key store the config names (``auth.keys_path``):
 
 ``llmroute keys create --tenant T [limits, --model/--pool/--strategy …, --priority,
---expires-in-days, --metadata JSON]`` prints the new key once, with its record;
+--role inference|operator, --expires-in-days, --metadata JSON]`` prints the new key once, with its record;
 ``keys list [--tenant T]``, ``keys show ID``, ``keys revoke ID``, ``keys rotate ID`` (a new
 secret with the same settings; the old key is revoked). ``llmroute tenants create ID
 [limits]``, ``tenants list``, ``tenants show ID``. Every command prints JSON; a running
@@ -22,7 +22,7 @@ from typing import Any
 from llmroute.config import Config
 from llmroute.errors import InvalidRequest
 from llmroute.policy.issue import issue_key, rotate_key
-from llmroute.policy.keys import ApiKey, Limits, Tenant
+from llmroute.policy.keys import ROLES, ApiKey, Limits, Tenant
 from llmroute.policy.keystore import KeyStore
 
 _LIMITS = ("rpm", "tpm", "daily_tokens", "monthly_tokens", "max_concurrency",
@@ -41,6 +41,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
         create.add_argument(f"--{many}", action="append", default=[],
                             help=f"a {many} the key may use (repeat; none: any)")
     create.add_argument("--priority", default="standard")
+    create.add_argument("--role", default="inference", choices=ROLES, help="operator: also "
+                        "/debug/*, /metrics, traces and hand-offs (not key management)")
     create.add_argument("--expires-in-days", type=float)
     create.add_argument("--metadata", default="{}", help="a JSON object")
     _common(act.add_parser("list", help="every key record")).add_argument("--tenant")
@@ -89,7 +91,7 @@ async def _dispatch(store: KeyStore, args: argparse.Namespace) -> Any:
         secret, key = await issue_key(
             store, args.tenant, now, name=args.name, limits=_limits(args),
             models=tuple(args.model), pools=tuple(args.pool), strategies=tuple(args.strategy),
-            priority=args.priority, expires_at=expires, metadata=_metadata(args.metadata))
+            priority=args.priority, role=args.role, expires_at=expires, metadata=_metadata(args.metadata))
         return _shown_once(secret, key)
     if cmd == "list":
         return [_record(k) for k in await store.keys(args.tenant)]

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from llmroute.config import Config, load_config
+from llmroute.config_server import TlsConfig
 from llmroute.errors import ConfigError, LLMRouteError
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
@@ -28,6 +29,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--workers", type=int, default=1, help="router processes sharing the "
                        "port (SO_REUSEPORT); more than 1 needs state: {kind: redis} and no "
                        "launch backends (docs/deploy.md)")
+    serve.add_argument("--ssl-certfile", "--tls-cert", dest="ssl_certfile", help="serve HTTPS "
+                       "with this PEM certificate chain (with --ssl-keyfile; server.tls)")
+    serve.add_argument("--ssl-keyfile", "--tls-key", dest="ssl_keyfile",
+                       help="the certificate's unencrypted PEM private key")
     serve.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)
     demo = sub.add_parser("demo", help="start engines + router and route real prompts")
     demo.add_argument("--config", type=Path)
@@ -129,9 +134,13 @@ def log_level(value: str) -> str:
 def _serve(config: Config, args: argparse.Namespace) -> int:
     import structlog
 
-    from llmroute.observe.logging import configure_logging
+    from llmroute.api.tls import check_tls
     from llmroute.assemble.serve import serve_forever
+    from llmroute.observe.logging import configure_logging
 
+    config = with_tls(config, args.ssl_certfile, args.ssl_keyfile)
+    if config.server.tls is not None:
+        check_tls(config.server.tls)  # one line, exit 2, before anything starts
     configure_logging(args.log_level)
     log = structlog.get_logger("llmroute")
     host = args.host or config.server.host
@@ -149,11 +158,27 @@ def _serve(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
+def with_tls(config: Config, certfile: str | None, keyfile: str | None) -> Config:
+    """``config`` whose ``server.tls`` takes the command line's certificate and key files
+    (each overrides the config's). Raises ConfigError when one of the two is then missing."""
+    if certfile is None and keyfile is None:
+        return config
+    old = config.server.tls
+    cert, key = certfile or (old and old.cert), keyfile or (old and old.key)
+    if not cert or not key:
+        raise ConfigError("--ssl-certfile and --ssl-keyfile go together (or set server.tls "
+                          "in the config)")
+    tls = old.model_copy(update={"cert": cert, "key": key}) if old else TlsConfig(
+        cert=cert, key=key)
+    return config.model_copy(update={"server": config.server.model_copy(update={"tls": tls})})
+
+
 def _serve_workers(config: Config, args: argparse.Namespace, host: str, port: int) -> int:
     from llmroute.assemble.workers import check_workers, claim_port, supervise, worker_argv
 
     check_workers(config, args.workers)
-    argv = worker_argv(args.config, host, claim_port(host, port), args.log_level)
+    argv = worker_argv(args.config, host, claim_port(host, port), args.log_level,
+                       config.server.tls)
     return asyncio.run(supervise(argv, args.workers))
 
 

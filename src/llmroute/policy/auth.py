@@ -37,6 +37,14 @@ class Caller:
             raise PermissionDenied(f"key {self.key.display} may not use model {model!r}",
                                    param="model", code="model_not_allowed")
 
+    def check_strategy(self, strategy_id: str) -> None:
+        """Raises PermissionDenied (403) when the key's ``strategies`` exclude the matched
+        strategy ``strategy_id`` (the pipeline does not ask for the built-in one)."""
+        if self.key.strategies and strategy_id not in self.key.strategies:
+            raise PermissionDenied(f"key {self.key.display} may not use strategy "
+                                   f"{strategy_id!r}", param="model",
+                                   code="strategy_not_allowed")
+
     def check_pool(self, pool: str) -> None:
         """Raises PermissionDenied (403) when the key's ``pools`` exclude ``pool``."""
         if self.key.pools and pool not in self.key.pools:

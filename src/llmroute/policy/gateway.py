@@ -1,5 +1,6 @@
 """The gateway policies the pipeline calls: ``authenticate`` (keys), ``admit`` (model
-permission, limits, quotas, concurrency) and the operator surfaces' admin check.
+permission, limits, quotas, concurrency) and the operator surfaces' checks: the admin key
+(``require_admin``) or the admin key or an ``operator`` key (``require_operator``).
 
 Built once by the composition root (``assemble/policy.py``) when ``auth.enabled``; the
 request path then touches no disk (keys are cached, ``policy/auth.py``).
@@ -14,13 +15,15 @@ from dataclasses import dataclass
 
 from llmroute.errors import AuthenticationFailed, PermissionDenied
 from llmroute.policy.auth import Authenticator, Caller
-from llmroute.policy.keys import presented_key
+from llmroute.policy.keys import presented_key, well_formed
 from llmroute.policy.keystore import KeyStore
 from llmroute.policy.limits import Limiter, Ticket
 from llmroute.state.protocol import StateStore
 from llmroute.types import ChatRequest
 
 MAX_ADMIN_KEY_CHARS = 512
+ADMIN = "admin"
+"""Who ``require_operator`` says presented the admin key (keys are named by their id)."""
 
 
 @dataclass(frozen=True)
@@ -46,15 +49,35 @@ class Policy:
         caller.check_model(request.model)
         return await self.limiter.admit(caller, request)
 
-    def require_admin(self, headers: Mapping[str, str]) -> None:
-        """Raises AuthenticationFailed (401) without a key, PermissionDenied (403) with a
-        key other than the admin key (compared in constant time, as digests)."""
+    def require_admin(self, headers: Mapping[str, str]) -> str:
+        """Returns ``ADMIN``. Raises AuthenticationFailed (401) without a key,
+        PermissionDenied (403) with a key other than the admin key (compared in constant
+        time, as digests)."""
         secret = presented_key(headers.get("authorization"), headers.get("x-api-key"))
         if secret is None:
             raise AuthenticationFailed("This endpoint needs the admin key.",
                                        code="missing_api_key")
-        given = hashlib.sha256(secret[:MAX_ADMIN_KEY_CHARS].encode("utf-8", "replace"))
-        if len(secret) > MAX_ADMIN_KEY_CHARS or not hmac.compare_digest(
-                given.digest(), self.admin_digest):
+        if not self._is_admin(secret):
             raise PermissionDenied("This endpoint needs the admin key.",
                                    code="admin_key_required")
+        return ADMIN
+
+    async def require_operator(self, headers: Mapping[str, str]) -> str:
+        """Who presents the admin key (``ADMIN``) or a usable key with the ``operator``
+        role (its id). Raises AuthenticationFailed (401) without a key or with an unknown,
+        revoked or expired one, PermissionDenied (403, ``admin_key_required``) with a key
+        of another role."""
+        secret = presented_key(headers.get("authorization"), headers.get("x-api-key"))
+        if secret is None or self._is_admin(secret):
+            return self.require_admin(headers)
+        if well_formed(secret):
+            caller = await self.authenticate(headers)
+            if caller.key.role == "operator":
+                return caller.key.id
+        raise PermissionDenied("This endpoint needs the admin key or a key with the "
+                               "operator role.", code="admin_key_required")
+
+    def _is_admin(self, secret: str) -> bool:
+        given = hashlib.sha256(secret[:MAX_ADMIN_KEY_CHARS].encode("utf-8", "replace"))
+        return len(secret) <= MAX_ADMIN_KEY_CHARS and hmac.compare_digest(
+            given.digest(), self.admin_digest)

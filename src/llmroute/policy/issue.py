@@ -6,18 +6,28 @@ import dataclasses
 from typing import Any
 
 from llmroute.errors import InvalidRequest
-from llmroute.policy.keys import ApiKey, digest, display_prefix, new_key_id, new_secret
+from llmroute.policy.keys import (
+    ROLES,
+    ApiKey,
+    digest,
+    display_prefix,
+    new_key_id,
+    new_secret,
+)
 from llmroute.policy.keystore import KeyStore
 
 
 async def issue_key(store: KeyStore, tenant: str, now: float, **fields: Any
                     ) -> tuple[str, ApiKey]:
     """A new key of ``tenant`` made at epoch ``now`` with ``fields`` (``ApiKey``'s: name,
-    limits, models, pools, strategies, priority, expires_at, metadata); returns the secret
-    (shown once, never stored) and the record. Raises InvalidRequest for an unknown tenant
-    or field."""
+    limits, models, pools, strategies, priority, role, expires_at, metadata); returns the
+    secret (shown once, never stored) and the record. Raises InvalidRequest for an unknown
+    tenant, role or field."""
     if await store.tenant(tenant) is None:
         raise InvalidRequest(f"unknown tenant {tenant!r}", param="tenant")
+    if fields.get("role", "inference") not in ROLES:
+        raise InvalidRequest(f"unknown role {fields['role']!r}; use one of "
+                             f"{', '.join(ROLES)}", param="role")
     secret = new_secret()
     try:
         key = ApiKey(new_key_id(), display_prefix(secret), tenant, created_at=now, **fields)

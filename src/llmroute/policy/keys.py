@@ -19,6 +19,10 @@ KEY_PREFIX = "lr-"
 _SHAPE = re.compile(r"lr-[A-Za-z0-9_-]{32}")
 MAX_KEY_CHARS = 64
 """Presented keys longer than this are refused unread (a key is 35 characters)."""
+ROLES = ("inference", "operator")
+"""What a key may do: ``inference`` the OpenAI endpoints only; ``operator`` also the operator
+surfaces (``/debug/*``, ``/metrics``, ``/trace``, the dashboard's data, the hand-off queue),
+but not key management or reload, which stay with the admin key (``api/admin.py``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +53,8 @@ class Tenant:
 @dataclass(frozen=True, slots=True)
 class ApiKey:
     """A key's record (never its secret). ``models``/``pools``/``strategies``: what it may
-    use (empty: anything); ``priority`` its class; ``expires_at``/``revoked_at``/
-    ``created_at`` epoch seconds."""
+    use (empty: anything); ``priority`` its class; ``role`` one of ``ROLES``;
+    ``expires_at``/``revoked_at``/``created_at`` epoch seconds."""
 
     id: str
     prefix: str
@@ -61,6 +65,7 @@ class ApiKey:
     pools: tuple[str, ...] = ()
     strategies: tuple[str, ...] = ()
     priority: str = "standard"
+    role: str = "inference"
     expires_at: float | None = None
     revoked_at: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
