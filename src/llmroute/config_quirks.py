@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
+
+_KEPT = frozenset({"model", "messages", "prompt", "input", "stream"})
 
 
 class QuirksConfig(BaseModel):
@@ -25,6 +27,14 @@ class QuirksConfig(BaseModel):
     stream_options: Literal["always", "streamed"] | None = None
     tool_choice_object: bool | None = None
     drop: tuple[str, ...] | None = None
+
+    @field_validator("drop")
+    @classmethod
+    def _droppable(cls, drop: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        kept = sorted(_KEPT.intersection(drop or ()))
+        if kept:
+            raise ValueError(f"cannot drop {', '.join(kept)}: every request needs it")
+        return drop
 
     def overrides(self) -> dict[str, Any]:
         """The fields given, as ``Quirks`` field → value (``drop`` a frozenset)."""

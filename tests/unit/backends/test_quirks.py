@@ -123,6 +123,8 @@ def test_a_kind_without_quirks_has_no_shaper_and_an_unknown_override_is_refused(
     assert shaper("m", resolve("openai", {})) is None
     with pytest.raises(ValidationError):
         config("vllm", {"drop_everything": True})
+    with pytest.raises(ValidationError, match="cannot drop messages"):
+        config("vllm", {"drop": ["seed", "messages"]})
 
 
 @given(max_tokens=st.none() | st.integers(1, 10_000),
