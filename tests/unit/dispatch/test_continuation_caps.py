@@ -12,14 +12,14 @@ from fakes.upstream import serve_upstream
 
 from llmroute.fuse.handoff import CONTINUE_INSTRUCTION
 
-CHAT = "/v1/chat/completions"
-PRIMARY = "The quick brown fox jumps"
-FALLBACK = " over the lazy dog."
+PRIMARY, FALLBACK = "The quick brown fox jumps", " over the lazy dog."
+ASK = [{"role": "user", "content": "Tell me about the fox."}]
 
 
-def chat(**extra: Any) -> dict[str, Any]:
-    return {"model": "auto", "stream": True,
-            "messages": [{"role": "user", "content": "Tell me about the fox."}], **extra}
+async def chat(client: Any, **extra: Any) -> Any:
+    """A streamed chat through the router, ``extra`` fields added."""
+    return await client.post("/v1/chat/completions",
+                             json={"model": "auto", "stream": True, "messages": ASK, **extra})
 
 
 def pair(a: Any, b: Any, engine: str, capabilities: list[str] | None) -> list[dict[str, Any]]:
@@ -36,7 +36,7 @@ async def test_a_fallback_configured_without_continuation_gets_the_generic_form(
             serve_upstream(["ok"], FALLBACK) as b:
         cfg = make_config(pair(a, b, "vllm", ["tools", "logprobs"]))
         async with open_router(cfg) as (_, client):
-            r = await client.post(CHAT, json=chat())
+            r = await chat(client)
     assert content(events(r.text)[:-1]) == "The quick" + FALLBACK
     sent = b.requests[0]
     assert "continue_final_message" not in sent and "add_generation_prompt" not in sent
@@ -49,7 +49,7 @@ async def test_a_fallback_configured_without_logprobs_is_not_asked_for_them():
             serve_upstream(["ok"], FALLBACK) as b:
         cfg = make_config(pair(a, b, "vllm", ["tools", "continuation"]))
         async with open_router(cfg) as (_, client):
-            await client.post(CHAT, json=chat())
+            await chat(client)
     assert a.requests[0]["logprobs"] is True  # the primary's entropy trigger is armed
     sent = b.requests[0]
     assert "logprobs" not in sent and "top_logprobs" not in sent
@@ -61,7 +61,7 @@ async def test_a_llamacpp_fallback_without_continuation_is_not_sent_a_prefill_to
             serve_upstream(["ok"], FALLBACK) as b:
         cfg = make_config(pair(a, b, "llamacpp", ["tools", "logprobs"]))
         async with open_router(cfg) as (_, client):
-            r = await client.post(CHAT, json=chat(max_completion_tokens=40))
+            r = await chat(client, max_completion_tokens=40)
     assert content(events(r.text)[:-1]) == "The quick" + FALLBACK
     sent = b.requests[0]
     assert sent["messages"][-1] == {"role": "user", "content": CONTINUE_INSTRUCTION}
