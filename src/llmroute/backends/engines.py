@@ -16,11 +16,12 @@ metrics.
 | ``openai`` | no | generic | no | no | none (hosted) | none |
 
 Request-body quirks (``Quirks``, shaped by ``backends/quirks.py``; a backend's ``quirks:`` in
-config overrides any field): ``llamacpp`` and ``ollama`` read only ``max_tokens`` (the smaller
-of ``max_tokens`` / ``max_completion_tokens`` is sent there; Ollama ignores
-``max_completion_tokens``) and know no ``developer`` role (sent as ``system``: their chat
-templates drop or refuse it); ``ollama`` ignores a named-function ``tool_choice`` (sent as
-``"required"`` with only that tool). Every other kind takes the body as sent.
+config overrides any field): ``llamacpp`` and ``ollama`` get the smaller of ``max_tokens`` /
+``max_completion_tokens`` in ``max_tokens`` alone (Ollama ignores ``max_completion_tokens``;
+the real ``llama-server`` obeys it over ``max_tokens`` even when it is the larger) and
+``developer`` messages as ``system`` (many models' chat templates drop or refuse the role);
+``ollama`` ignores a named-function ``tool_choice`` (sent as ``"required"`` with only that
+tool). Every other kind takes the body as sent.
 
 The tokenize column is the engine's own prompt-counting endpoint (``policy/tokenizers.py``):
 ``openai`` is vLLM's and SGLang's ``POST /tokenize`` with ``{"model", "messages"}`` (chat; the
