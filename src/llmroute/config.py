@@ -38,6 +38,7 @@ from llmroute.config_policy import (
     TokenizerConfig,
     TokensConfig,
 )
+from llmroute.config_quirks import QuirksConfig
 from llmroute.config_server import ServerConfig
 from llmroute.errors import ConfigError
 
@@ -164,7 +165,8 @@ class BackendConfig(_Strict):
     completions) or ``embeddings`` (the backend serves ``POST /v1/embeddings`` only; every
     backend of its pool must be one too). ``tokenizer``: a tokenizer file that counts its
     prompts (else its engine kind's tokenize endpoint, if any). ``ttft_s`` / ``stall_s``
-    override ``timeouts.ttft_s`` / ``timeouts.stall_s`` for this backend."""
+    override ``timeouts.ttft_s`` / ``timeouts.stall_s`` for this backend. ``quirks``
+    overrides what its engine kind accepts in a request body (``config_quirks.py``)."""
 
     id: str = Field(pattern=_ID)
     pool: str
@@ -181,6 +183,7 @@ class BackendConfig(_Strict):
     tokenizer: TokenizerConfig | None = None
     ttft_s: float | None = Field(None, gt=0)
     stall_s: float | None = Field(None, gt=0)
+    quirks: QuirksConfig | None = None
 
     @field_validator("engine")
     @classmethod
@@ -217,10 +220,14 @@ class PoolConfig(_Strict):
 
 
 class RoutingConfig(_Strict):
-    """``default_pool`` serves intents not in ``intents`` (intent label → pool name)."""
+    """``default_pool`` serves intents not in ``intents`` (intent label → pool name).
+    ``cross_pool_fallback``: a request whose ``model`` names a pool may fall back to other
+    pools' backends when that pool's cannot serve (default false: it fails with a 503 naming
+    the pool)."""
 
     default_pool: str
     intents: dict[str, str] = {}
+    cross_pool_fallback: bool = False
 
 
 class GateConfig(_Strict):

@@ -24,7 +24,9 @@ class Backend:
     the engine kind's defaults (``backends/engines.py``); ``mode``: ``chat`` (chat and
     legacy completions) or ``embeddings`` (``POST /v1/embeddings`` only); ``ttft_s`` and
     ``stall_s`` (seconds) override the configured ``timeouts`` for this backend (None: the
-    global ones).
+    global ones); ``shape`` turns a client body into the body sent upstream (its engine's
+    quirks and served ``model``, built once with the backend: ``backends/quirks.py``), None:
+    the client's body with ``model`` replaced.
     """
 
     id: str
@@ -38,6 +40,8 @@ class Backend:
     mode: str = "chat"
     ttft_s: float | None = None
     stall_s: float | None = None
+    shape: Callable[[dict[str, Any]], dict[str, Any]] | None = field(
+        default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

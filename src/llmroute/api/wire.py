@@ -12,6 +12,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -101,9 +102,12 @@ class _Sampling(_Open):
 
     @field_validator("n")
     @classmethod
-    def _single_choice(cls, v: int | None) -> int | None:
-        if v is not None and v > 1:
-            raise ValueError("n > 1 is not supported; send n separate requests")
+    def _unstreamed_choices(cls, v: int | None, info: ValidationInfo) -> int | None:
+        """n > 1 is served without streaming only (one stream carries one answer; the
+        backends that can answer n choices are picked in ``dispatch/serve.py``)."""
+        if v is not None and v > 1 and info.data.get("stream"):
+            raise ValueError("n > 1 is not supported with stream: true; send it without "
+                             "streaming, or n separate streamed requests")
         return v
 
     @field_validator("stop")

@@ -34,6 +34,7 @@ from llmroute.assemble.policy import build_policy, build_priority, build_store
 from llmroute.assemble.strategies import handoff_store, make_book
 from llmroute.assemble.tokens import build_counter
 from llmroute.backends.client import BackendClient
+from llmroute.backends.quirks import resolve, shaper
 from llmroute.config import BackendConfig, Config
 from llmroute.dispatch import Deps
 from llmroute.fuse.breaker import CircuitBreaker
@@ -71,8 +72,9 @@ def _backend(b: BackendConfig, urls: dict[str, str]) -> Backend:
         structlog.get_logger("llmroute").warning("api_key_env_unset", backend=b.id,
                                                  variable=b.api_key_env)
     caps = frozenset(b.capabilities) if b.capabilities is not None else None
+    shape = shaper(b.model, resolve(b.engine, b.quirks.overrides() if b.quirks else None))
     return Backend(b.id, b.pool, b.engine, url, b.model, b.effective_context(), key, caps,
-                   mode=b.mode, ttft_s=b.ttft_s, stall_s=b.stall_s)
+                   mode=b.mode, ttft_s=b.ttft_s, stall_s=b.stall_s, shape=shape)
 
 
 def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSession,

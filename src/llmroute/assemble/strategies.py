@@ -48,12 +48,19 @@ def handoff_store(config: Config) -> HandoffStore:
                         else "llmroute-handoffs.sqlite3")
 
 
+def lighter_pools(config: Config) -> dict[str, str]:
+    """Pool → the lighter pool its degradation tiers name (pools without one left out)."""
+    return {pool: tiers.lighter_pool for pool, tiers in config.fuse.degradation.items()
+            if tiers.lighter_pool is not None}
+
+
 def make_loader(config: Config, backends: Mapping[str, Backend],
                 handoffs: HandoffStore | None = None) -> Loader:
     """A Loader of the built-in kinds over ``backends``, the config's routing and the
     ``handoffs`` ticket queue (None: the config's, see ``handoff_store``)."""
     ctx = KindContext(backends, config.routing.intents, config.routing.default_pool,
-                      config.retry.max_attempts, handoffs or handoff_store(config))
+                      config.retry.max_attempts, handoffs or handoff_store(config),
+                      config.routing.cross_pool_fallback, lighter_pools(config))
     return Loader(register_builtins(), ctx)
 
 

@@ -50,8 +50,10 @@ class Chunk:
 
 
 def upstream_body(backend: Backend, body: dict[str, Any]) -> dict[str, Any]:
-    """The client's body with ``model`` replaced by the backend's served model name."""
-    return {**body, "model": backend.model}
+    """The body sent to ``backend``: the client's, shaped to the engine's quirks
+    (``backend.shape``, ``backends/quirks.py``), with ``model`` the served model name."""
+    shape = backend.shape
+    return {**body, "model": backend.model} if shape is None else shape(body)
 
 
 def _headers(backend: Backend, request_id: str, traceparent: str | None) -> dict[str, str]:

@@ -6,14 +6,22 @@ metrics endpoint to poll, parsed by the anchor's parser for ``format``) all read
 table. An unknown kind gets the generic row: no logprobs, the generic continuation, no
 metrics.
 
-| engine | logprobs | continuation form | echoes the prefix | metrics format: paths | tokenize |
-|---|---|---|---|---|---|
-| ``vllm`` | yes | ``continue_final_message`` | no | ``vllm``: ``/metrics`` | ``openai`` |
-| ``emulator`` | yes | ``continue_final_message`` | no | ``vllm``: ``/metrics`` | none |
-| ``sglang`` | yes | ``continue_final_message`` | no | ``sglang``: ``/metrics`` | ``openai`` |
-| ``llamacpp`` | yes | trailing assistant message (assistant prefill) | **yes** | ``llamacpp``: ``/metrics``, ``/slots`` | ``llamacpp`` |
-| ``ollama`` | no | generic: assistant prefix + a user "continue" instruction | no | ``ollama``: ``/api/ps`` | none |
-| ``openai`` | no | generic | no | none (hosted) | none |
+| engine | logprobs | continuation form | echoes the prefix | ``n`` > 1 | metrics format: paths | tokenize |
+|---|---|---|---|---|---|---|
+| ``vllm`` | yes | ``continue_final_message`` | no | yes | ``vllm``: ``/metrics`` | ``openai`` |
+| ``emulator`` | yes | ``continue_final_message`` | no | no | ``vllm``: ``/metrics`` | none |
+| ``sglang`` | yes | ``continue_final_message`` | no | yes | ``sglang``: ``/metrics`` | ``openai`` |
+| ``llamacpp`` | yes | trailing assistant message (assistant prefill) | **yes** | no | ``llamacpp``: ``/metrics``, ``/slots`` | ``llamacpp`` |
+| ``ollama`` | no | generic: assistant prefix + a user "continue" instruction | no | no | ``ollama``: ``/api/ps`` | none |
+| ``openai`` | no | generic | no | no | none (hosted) | none |
+
+Request-body quirks (``Quirks``, shaped by ``backends/quirks.py``; a backend's ``quirks:`` in
+config overrides any field): ``llamacpp`` and ``ollama`` get the smaller of ``max_tokens`` /
+``max_completion_tokens`` in ``max_tokens`` alone (Ollama ignores ``max_completion_tokens``;
+the real ``llama-server`` obeys it over ``max_tokens`` even when it is the larger) and
+``developer`` messages as ``system`` (many models' chat templates drop or refuse the role);
+``ollama`` ignores a named-function ``tool_choice`` (sent as ``"required"`` with only that
+tool). Every other kind takes the body as sent.
 
 The tokenize column is the engine's own prompt-counting endpoint (``policy/tokenizers.py``):
 ``openai`` is vLLM's and SGLang's ``POST /tokenize`` with ``{"model", "messages"}`` (chat; the
@@ -45,7 +53,7 @@ from typing import Literal
 
 from llmroute.types import Backend
 
-Capability = Literal["tools", "logprobs", "continuation"]
+Capability = Literal["tools", "logprobs", "continuation", "n"]
 """What a backend can do, as config names it (``capabilities: [...]``)."""
 
 
@@ -61,12 +69,39 @@ class ContinuationForm(enum.Enum):
 class Capabilities:
     """One engine kind: ``logprobs`` (streams per-token ``top_logprobs``), the
     ``continuation`` form, ``echoes_prefix`` (its answer repeats the assistant prefix) and
-    ``logprobs_with_tools`` (it accepts ``logprobs`` on a streamed request with ``tools``)."""
+    ``logprobs_with_tools`` (it accepts ``logprobs`` on a streamed request with ``tools``)
+    and ``n`` (it answers ``n`` > 1 choices in one request)."""
 
     logprobs: bool
     continuation: ContinuationForm
     echoes_prefix: bool = False
     logprobs_with_tools: bool = True
+    n: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Quirks:
+    """What an engine kind accepts in a request body (``backends/quirks.py`` shapes the
+    body to it; every default means "as the client sent it"):
+
+    ``developer_role``: takes ``developer`` messages (False: sent as ``system``);
+    ``budget_field``: the one output-budget field it reads (``max_tokens`` or
+    ``max_completion_tokens``; the smaller of the two is sent there), None: both as sent;
+    ``tool_call_content``: an assistant tool-call turn without text carries ``content``
+    ``null``, ``empty`` (``""``) or ``absent``, None: as sent; ``string_content``: only string
+    ``content`` (text parts flattened); ``list_stop``: takes a list ``stop`` (False: its first
+    item); ``stream_options``: ``always`` taken, ``streamed`` only on a streamed call;
+    ``tool_choice_object``: takes a named-function ``tool_choice`` (False: ``"required"`` with
+    only that tool); ``drop``: top-level fields it rejects, never sent."""
+
+    developer_role: bool = True
+    budget_field: Literal["max_tokens", "max_completion_tokens"] | None = None
+    tool_call_content: Literal["null", "empty", "absent"] | None = None
+    string_content: bool = False
+    list_stop: bool = True
+    stream_options: Literal["always", "streamed"] = "always"
+    tool_choice_object: bool = True
+    drop: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,29 +139,36 @@ class EngineKind:
     metrics: MetricsEndpoint | None = None
     launch: bool = False
     tokenize: TokenizeEndpoint | None = None
+    quirks: Quirks = Quirks()
     defaults: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
         caps = self.capabilities
         names = {"tools"} | ({"logprobs"} if caps.logprobs else set())
+        if caps.n:
+            names.add("n")
         if caps.continuation is not ContinuationForm.GENERIC:
             names.add("continuation")
         object.__setattr__(self, "defaults", frozenset(names))
 
 
 _CONTINUE = Capabilities(True, ContinuationForm.CONTINUE_FINAL_MESSAGE)
+_CONTINUE_N = Capabilities(True, ContinuationForm.CONTINUE_FINAL_MESSAGE, n=True)
 _GENERIC = Capabilities(False, ContinuationForm.GENERIC)
 _OPENAI_TOKENIZE = TokenizeEndpoint("openai")
 
 ENGINES: Mapping[str, EngineKind] = MappingProxyType({
-    "vllm": EngineKind(_CONTINUE, MetricsEndpoint("vllm"), tokenize=_OPENAI_TOKENIZE),
-    "sglang": EngineKind(_CONTINUE, MetricsEndpoint("sglang"), tokenize=_OPENAI_TOKENIZE),
+    "vllm": EngineKind(_CONTINUE_N, MetricsEndpoint("vllm"), tokenize=_OPENAI_TOKENIZE),
+    "sglang": EngineKind(_CONTINUE_N, MetricsEndpoint("sglang"), tokenize=_OPENAI_TOKENIZE),
     "llamacpp": EngineKind(
         Capabilities(True, ContinuationForm.ASSISTANT_PREFILL, echoes_prefix=True,
                      logprobs_with_tools=False),
         MetricsEndpoint("llamacpp", ("/metrics", "/slots")), launch=True,
-        tokenize=TokenizeEndpoint("llamacpp", template_path="/apply-template")),
-    "ollama": EngineKind(_GENERIC, MetricsEndpoint("ollama", ("/api/ps",))),
+        tokenize=TokenizeEndpoint("llamacpp", template_path="/apply-template"),
+        quirks=Quirks(developer_role=False, budget_field="max_tokens")),
+    "ollama": EngineKind(_GENERIC, MetricsEndpoint("ollama", ("/api/ps",)),
+                         quirks=Quirks(developer_role=False, budget_field="max_tokens",
+                                       tool_choice_object=False)),
     "openai": EngineKind(_GENERIC),
     "emulator": EngineKind(_CONTINUE, MetricsEndpoint("vllm")),
 })
@@ -150,3 +192,22 @@ def capabilities_of(backend: Backend) -> frozenset[str]:
     if backend.capabilities is not None:
         return backend.capabilities
     return engine_kind(backend.engine).defaults
+
+
+def backend_capabilities(backend: Backend) -> Capabilities:
+    """The engine kind's capabilities as this backend is configured: without ``logprobs``
+    configured none are asked for; without ``continuation`` it gets the generic
+    continuation form (and so echoes nothing); with ``continuation`` configured on a kind
+    whose form is generic, the assistant prefill (a trailing assistant message)."""
+    caps = capabilities(backend.engine)
+    if backend.capabilities is None:
+        return caps
+    able = backend.capabilities
+    form = caps.continuation
+    if "continuation" not in able:
+        form = ContinuationForm.GENERIC
+    elif form is ContinuationForm.GENERIC:
+        form = ContinuationForm.ASSISTANT_PREFILL
+    return Capabilities(caps.logprobs and "logprobs" in able, form,
+                        caps.echoes_prefix and form is not ContinuationForm.GENERIC,
+                        caps.logprobs_with_tools, caps.n and "n" in able)

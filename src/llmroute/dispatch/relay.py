@@ -24,7 +24,7 @@ from typing import Any
 import structlog
 
 from llmroute.backends.client import Chunk, UpstreamStream
-from llmroute.backends.engines import capabilities
+from llmroute.backends.engines import backend_capabilities
 from llmroute.backends.sse import DONE, encode_json
 from llmroute.dispatch.attempt import Attempt, Budget
 from llmroute.dispatch.deps import Deps
@@ -135,7 +135,7 @@ class Relay:
         if busy or not due or nxt is None:
             return
         self._warmed_at = self.seam.tokens
-        body = leg_body(req.body, req.endpoint, capabilities(nxt.backend.engine),
+        body = leg_body(req.body, req.endpoint, backend_capabilities(nxt.backend),
                         self.seam.text, self.seam.tokens, None)
         body = {k: v for k, v in body.items() if k not in _WARM_DROPS}
         self._warm = asyncio.ensure_future(self._warm_up(nxt.backend, {
@@ -261,11 +261,11 @@ class Relay:
     def _body(self, backend: Backend) -> dict[str, Any]:
         req = self.request
         top = self.deps.fuse.top_logprobs if self._armed(backend) else None
-        return leg_body(req.body, req.endpoint, capabilities(backend.engine),
+        return leg_body(req.body, req.endpoint, backend_capabilities(backend),
                         self.seam.text, self.seam.tokens, top)
 
     def _echo(self, backend: Backend) -> str:
-        if not capabilities(backend.engine).echoes_prefix:
+        if not backend_capabilities(backend).echoes_prefix:
             return ""
         return echoed_text(self.request.body, self.request.endpoint, self.seam.text)
 

@@ -34,7 +34,8 @@ async def complete(deps: Deps, request: ChatRequest, plan: RoutePlan,
                    ) -> tuple[Backend, dict[str, Any]]:
     """Non-streamed request with failover; returns the backend used and its answer (the
     engine's JSON, or the pool's canned answer). Raises as ``with_failover`` does, or
-    NoBackendAvailable when the degraded pool sheds, InvalidRequest as ``check_logprobs``.
+    NoBackendAvailable when the degraded pool sheds, InvalidRequest as ``check_logprobs``
+    and ``choice_capable`` (n > 1 only to backends that answer several choices).
     A legacy completion answered in the chat shape is converted (``fuse/shape.py``)."""
     async def call(backend: Backend) -> dict[str, Any]:
         return await deps.client.complete(backend, request.endpoint, request.body,
@@ -45,6 +46,7 @@ async def complete(deps: Deps, request: ChatRequest, plan: RoutePlan,
         return canned_backend(plan.pool), canned_completion(
             request, deps.fuse.degradation[plan.pool], int(deps.wall_clock()))
     check_logprobs(request, ordered)
+    ordered = choice_capable(request, ordered)
     attempt, answer = await with_failover(deps, plan, Budget(ordered, plan.max_attempts, trace),
                                           call, request.prompt_tokens)
     attempt.succeed(output_tokens=_completion_tokens(answer))
@@ -89,6 +91,21 @@ def check_logprobs(request: ChatRequest, candidates: list[Candidate]) -> None:
         raise InvalidRequest("logprobs were asked for, but no backend that can serve this "
                              "request gives them", param="logprobs",
                              code="logprobs_unsupported")
+
+
+def choice_capable(request: ChatRequest, candidates: list[Candidate]) -> list[Candidate]:
+    """``candidates`` that can answer the request's ``n`` choices (all of them for n ≤ 1;
+    for n > 1 those with the ``n`` capability, order kept). Raises InvalidRequest (400,
+    ``param: n``) when none can."""
+    n = request.body.get("n")
+    if not isinstance(n, int) or n <= 1:
+        return candidates
+    able = [c for c in candidates if "n" in capabilities_of(c.backend)]
+    if not able:
+        raise InvalidRequest(f"n = {n} choices were asked for, but no backend that can serve "
+                             "this request answers more than one; send n separate requests",
+                             param="n", code="n_unsupported")
+    return able
 
 
 def degrade(deps: Deps, plan: RoutePlan, candidates: list[Candidate]

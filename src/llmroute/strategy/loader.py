@@ -40,7 +40,8 @@ class Loader:
         spec = StrategySpec(strategy_id=BUILTIN_ID, version=0, kind="single",
                             description="the config's routing (no strategy file matched)")
         strategy = SingleStrategy(ctx.backends, ctx.intents, ctx.default_pool,
-                                  ctx.max_attempts)
+                                  ctx.max_attempts, cross_pool=ctx.cross_pool_fallback,
+                                  lighter=ctx.lighter_pools)
         routable = {"auto", *self._pools, *(b.model for b in ctx.backends.values())}
         return StrategySet((), Entry.of(spec, "<built-in>", None, strategy), routable)
 

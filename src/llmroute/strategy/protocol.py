@@ -27,13 +27,18 @@ class KindContext:
     """What a kind's factory builds over: the router's ``backends`` (config order), the
     config's ``intents`` (label → pool) and ``default_pool``, and the request's whole
     attempt budget ``max_attempts``; ``handoffs`` the ticket queue of the ``human`` kind
-    (opened on first use)."""
+    (opened on first use); ``cross_pool_fallback``: a request naming a pool may fall back to
+    other pools (``routing.cross_pool_fallback``); ``lighter_pools``: pool → the lighter
+    pool its degradation tiers name (``fuse.degradation``), the one other pool a request
+    naming it may still be served by."""
 
     backends: Mapping[str, Backend]
     intents: Mapping[str, str]
     default_pool: str
     max_attempts: int
     handoffs: HandoffStore | None = None
+    cross_pool_fallback: bool = False
+    lighter_pools: Mapping[str, str] = field(default_factory=dict)
 
 
 class Legs(Protocol):

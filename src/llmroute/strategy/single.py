@@ -2,7 +2,11 @@
 
 ``model: auto`` maps the gate's intent label through ``routing.intents`` (default pool
 otherwise). The plan's fallback is every other backend, the default pool's first, so a dead
-pool still gets an answer from a live engine before the request fails.
+pool still gets an answer from a live engine before the request fails. A request whose
+``model`` names a pool is served by that pool only (no fallback: a dead pool is a 503 naming
+it, never another pool's model) and the lighter pool its degradation tiers name, unless
+``routing.cross_pool_fallback`` is true; one naming a served model is served by the
+backends serving it only.
 
 From a strategy file (``kind: single``, ``SingleSpec``): ``pool`` sends every request the
 strategy matches to that pool, whatever its ``model`` names (add ``when: {model: [auto]}``
@@ -40,16 +44,22 @@ class SingleSpec(StrategySpec):
 def build_single(spec: SingleSpec, ctx: KindContext) -> SingleStrategy:
     """The SingleStrategy a ``single`` file describes, over the router's backends."""
     return SingleStrategy(ctx.backends, {**ctx.intents, **spec.intents}, ctx.default_pool,
-                          ctx.max_attempts, pool=spec.pool)
+                          ctx.max_attempts, pool=spec.pool, cross_pool=ctx.cross_pool_fallback,
+                          lighter=ctx.lighter_pools)
 
 
 class SingleStrategy:
     """Routes to one pool; ``backends`` in config order, ``intents`` label → pool name;
-    ``pool`` (when given) serves every request whatever its ``model``."""
+    ``pool`` (when given) serves every request whatever its ``model``; ``cross_pool``: a
+    request naming a pool falls back to the other pools too, else only to the pool
+    ``lighter`` (pool → lighter pool) names for it."""
 
     def __init__(self, backends: Mapping[str, Backend], intents: Mapping[str, str],
-                 default_pool: str, max_attempts: int = 3, pool: str | None = None):
+                 default_pool: str, max_attempts: int = 3, pool: str | None = None,
+                 cross_pool: bool = False, lighter: Mapping[str, str] | None = None):
         self._pinned = pool
+        self._cross_pool = cross_pool
+        self._lighter = dict(lighter or {})
         self._backends = dict(backends)
         self._intents = dict(intents)
         self._default = default_pool
@@ -65,7 +75,8 @@ class SingleStrategy:
             pool = self._intents.get(intent.label, self._default)
             return self._pool_plan(pool, f"intent {intent.label} → pool {pool}")
         if request.model in self._pools:
-            return self._pool_plan(request.model, f"model names pool {request.model}")
+            return self._pool_plan(request.model, f"model names pool {request.model}",
+                                   fallback=self._cross_pool)
         served = tuple(b.id for b in self._backends.values() if b.model == request.model)
         if served:
             pool = self._backends[served[0]].pool
@@ -75,8 +86,11 @@ class SingleStrategy:
                             f"({', '.join(sorted(self._pools))}) or a served model name",
                             param="model")
 
-    def _pool_plan(self, pool: str, reason: str) -> RoutePlan:
+    def _pool_plan(self, pool: str, reason: str, fallback: bool = True) -> RoutePlan:
         primary, rest = self._members.get(pool) or self._members_of(pool)
+        if not fallback:
+            light = self._lighter.get(pool)
+            rest = tuple(i for i in rest if self._backends[i].pool == light)
         return RoutePlan(pool, reason, primary, rest, self._max_attempts)
 
     def _members_of(self, pool: str) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -28,8 +28,8 @@ CASES = [
      "messages"),
     ("stream-string", b'{"model": "auto", "stream": "yes", "messages": '
      b'[{"role": "user", "content": "x"}]}', JSON, 400, "invalid_value", "stream"),
-    ("n-two", b'{"model": "auto", "n": 2, "messages": [{"role": "user", "content": "x"}]}',
-     JSON, 400, "invalid_value", "n"),
+    ("n-two-streamed", b'{"model": "auto", "n": 2, "stream": true, "messages": '
+     b'[{"role": "user", "content": "x"}]}', JSON, 400, "invalid_value", "n"),
     ("max-tokens-zero", b'{"model": "auto", "max_tokens": 0, "messages": '
      b'[{"role": "user", "content": "x"}]}', JSON, 400, "invalid_value", "max_tokens"),
     ("unknown-model", b'{"model": "gpt-9", "messages": [{"role": "user", "content": "x"}]}',

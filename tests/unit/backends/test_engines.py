@@ -35,9 +35,9 @@ def test_the_kinds_config_accepts_are_the_table_s():
 
 
 @pytest.mark.parametrize("engine,defaults,form,metrics", [
-    ("vllm", {"tools", "logprobs", "continuation"}, ContinuationForm.CONTINUE_FINAL_MESSAGE,
+    ("vllm", {"tools", "logprobs", "continuation", "n"}, ContinuationForm.CONTINUE_FINAL_MESSAGE,
      ("vllm", ("/metrics",))),
-    ("sglang", {"tools", "logprobs", "continuation"}, ContinuationForm.CONTINUE_FINAL_MESSAGE,
+    ("sglang", {"tools", "logprobs", "continuation", "n"}, ContinuationForm.CONTINUE_FINAL_MESSAGE,
      ("sglang", ("/metrics",))),
     ("emulator", {"tools", "logprobs", "continuation"},
      ContinuationForm.CONTINUE_FINAL_MESSAGE, ("vllm", ("/metrics",))),

@@ -1,5 +1,6 @@
 """bench/faults.py: its stream classification, and a small run over engines that cut,
-stall and answer 500 (the router must lose no stream and splice every seam exactly)."""
+stall, answer 500 and end the body early without a ``finish_reason`` (the router must lose
+no stream, pass no cut answer off as complete and splice every seam exactly)."""
 
 from __future__ import annotations
 
@@ -27,9 +28,10 @@ def test_a_stream_is_classified_by_what_it_received():
     assert bad.error
 
 
-async def test_cuts_stalls_and_500s_lose_no_stream_and_no_seam_text():
-    result = await faults.run(24, seed=3, weights=(0.4, 0.3, 0.15, 0.15, 0.0))
+async def test_cuts_stalls_500s_and_early_ends_lose_no_stream_and_no_seam_text():
+    result = await faults.run(24, seed=3, weights=(0.35, 0.25, 0.1, 0.1, 0.2))
     assert result["streams"] == 24 and result["faulted_first_legs"] > 0
+    assert result["upstream_faults"]["end"] > 0
     assert (result["lost_streams"], result["false_complete_streams"],
             result["duplicated_or_missing_seam_text"]) == (0, 0, 0), result
     assert result["p95_recovery_s"] <= result["recovery_target_s"]

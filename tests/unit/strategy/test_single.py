@@ -20,8 +20,9 @@ def req(model: str) -> ChatRequest:
     return ChatRequest("chat", {}, model, False, "x", 5, None, "r")
 
 
-def strategy() -> SingleStrategy:
-    return SingleStrategy(BACKENDS, {"summarization": "long"}, "general", max_attempts=2)
+def strategy(cross_pool: bool = False) -> SingleStrategy:
+    return SingleStrategy(BACKENDS, {"summarization": "long"}, "general", max_attempts=2,
+                          cross_pool=cross_pool)
 
 
 @pytest.mark.parametrize(("model", "label", "pool", "primary"), [
@@ -38,9 +39,21 @@ def test_plan_targets(model, label, pool, primary):
 
 
 def test_fallbacks_are_every_other_backend_default_pool_first():
-    plan = strategy().plan(req("long"), Intent("chat", 0.9))
+    plan = strategy(cross_pool=True).plan(req("long"), Intent("chat", 0.9))
     assert plan.fallback_ids == ("g1", "g2", "c1")
     assert set(plan.backend_ids) | set(plan.fallback_ids) == set(BACKENDS)
+
+
+def test_a_named_pool_has_no_fallback_unless_cross_pool_is_allowed():
+    assert strategy().plan(req("long"), Intent("chat", 0.9)).fallback_ids == ()
+    auto = strategy().plan(req("auto"), Intent("summarization", 0.9))
+    assert auto.fallback_ids == ("g1", "g2", "c1")  # ``auto`` keeps its fallbacks
+
+
+def test_a_named_pool_may_still_fall_back_to_its_degradation_lighter_pool():
+    plan = SingleStrategy(BACKENDS, {}, "general", lighter={"long": "code"}).plan(
+        req("long"), Intent("chat", 0.9))
+    assert plan.backend_ids == ("l1",) and plan.fallback_ids == ("c1",)
 
 
 def test_unknown_model_is_404_naming_param():
