@@ -26,9 +26,12 @@ class AuthConfig(_Strict):
     variable named by ``admin_key_env`` (the router refuses to start without it).
     ``keys_path``: the SQLite key store. Keys looked up are cached in memory for
     ``cache_ttl_s`` seconds (a revocation takes effect within that), at most ``cache_size``
-    of them."""
+    of them. ``key_store``: ``sqlite`` (default, ``keys_path``) or ``redis`` (with
+    ``state: {kind: redis}``: one key store for every replica, ``policy/keystore_redis.py``;
+    digests only, as in SQLite)."""
 
     enabled: bool = False
+    key_store: Literal["sqlite", "redis"] = "sqlite"
     keys_path: str = "llmroute-keys.sqlite3"
     admin_key_env: str = "LLMROUTE_ADMIN_KEY"
     metrics_open: bool = False
