@@ -9,30 +9,17 @@ whenever they pick, tie, and all herd onto ``slow``; sharing them through Redis
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 
 import httpx
 import pytest
 
-from tests.fakes.fleet import Replica, create_key, fleet_config
-from tests.fakes.redis import free_port
+from tests.fakes.fleet import create_key, fleet_config, replicas
 from tests.fakes.upstream import serve_upstream
 
 CHAT = {"model": "auto", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
 LANES, SECONDS = 3, 4.0
 pytestmark = pytest.mark.slow
-
-
-@contextlib.asynccontextmanager
-async def _replicas(config, n: int):
-    replicas = [Replica(config, free_port()) for _ in range(n)]
-    try:
-        await asyncio.gather(*[asyncio.to_thread(r.wait_ready) for r in replicas])
-        yield replicas
-    finally:
-        codes = [r.stop() for r in replicas]
-        assert codes == [0] * n, [r.log_text() for r in replicas]
 
 
 async def _fast_share(tmp_path, url: str, n: int, share: bool) -> float:
@@ -48,7 +35,7 @@ async def _fast_share(tmp_path, url: str, n: int, share: bool) -> float:
                               state={"share_load": share})
         key = create_key(config)
         headers = {"authorization": f"Bearer {key}"}
-        async with _replicas(config, n) as replicas, httpx.AsyncClient(timeout=30) as client:
+        async with replicas(config, n) as started, httpx.AsyncClient(timeout=30) as client:
             await asyncio.sleep(0.3)  # every replica has published once
             slow.requests.clear()
             fast.requests.clear()
@@ -56,7 +43,7 @@ async def _fast_share(tmp_path, url: str, n: int, share: bool) -> float:
 
             async def lane(i: int) -> None:
                 while time.monotonic() < until:
-                    r = await client.post(replicas[i % n].url + "/v1/chat/completions",
+                    r = await client.post(started[i % n].url + "/v1/chat/completions",
                                           json=CHAT, headers=headers)
                     assert r.status_code == 200, r.text
 

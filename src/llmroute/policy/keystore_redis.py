@@ -19,13 +19,13 @@ import json
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
 
 from llmroute.config_policy import AuthConfig, StateConfig
-from llmroute.errors import ConfigError, StateUnavailable
+from llmroute.errors import ConfigError
 from llmroute.policy.keys import ApiKey, Tenant
 from llmroute.policy.keystore import (KeyStore, key_from_row, key_row, tenant_from_row,
                                       tenant_row)
+from llmroute.state.redis import bounded
 
 ADD = """
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 or redis.call('HEXISTS', KEYS[2], ARGV[2]) == 1
@@ -127,12 +127,7 @@ class RedisKeyStore:
         return None if raw is None else _revoked(json.loads(raw), {key_id.encode(): at})
 
     async def _bounded(self, call: Any) -> Any:
-        try:
-            async with asyncio.timeout(self._timeout):
-                return await call
-        except (RedisError, OSError, TimeoutError) as exc:
-            raise StateUnavailable(f"the Redis key store did not answer within "
-                                   f"{self._timeout * 1000:g} ms: {type(exc).__name__}") from exc
+        return await bounded(call, self._timeout, "the Redis key store")
 
 
 def _revoked(row: list[Any], revoked: dict[bytes, bytes | None]) -> list[Any]:
