@@ -24,6 +24,9 @@ persistence) serves every store. Measured in one run:
   Redis client and ``state/polls.py`` sharing) poll one engine every 50 ms for a few
   seconds; the engine's polls per interval with the per-engine poll lease, beside N ×
   independent polling (each collector alone: N per interval).
+* ``workers_2_cpu_efficiency`` (target ≥ 0.85): requests served per second of router CPU
+  with ``serve --workers 2`` on Redis state against one process on in-process state, with
+  raw throughput beside it (``bench/lib/workers_cpu.py``).
 
 ``python bench/scale.py [--quick]``; the last line is ``RESULT {json}``.
 """
@@ -43,9 +46,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench" / "lib"))
+sys.path.insert(0, str(ROOT))
 
 import redis.asyncio as aioredis  # noqa: E402
 from fakes.redis import MISSING, RedisServer, find_redis_server  # noqa: E402
+from workers_cpu import workers_cpu_efficiency  # noqa: E402
 
 from llmroute.anchor.collector import Collector  # noqa: E402
 from llmroute.anchor.store import SignalStore  # noqa: E402
@@ -202,11 +208,14 @@ async def run(url: str, quick: bool) -> dict[str, object]:
     p95 = statistics.quantiles(spread, n=20)[18]
     print(f"breaker propagation to 2 other replicas: p50 {statistics.median(spread):.2f} ms, "
           f"p95 {p95:.2f} ms")
+    workers = await asyncio.to_thread(workers_cpu_efficiency, url, quick)
+    print(f"workers: {workers}")
     polls = {str(n): await polls_per_interval(url, n, 2.0 if quick else 5.0) for n in (1, 3)}
     print(f"engine polls per 50 ms interval: {polls} (independent polling: N per interval)")
     return {"redis_added_p50_ms": round(through_redis - memory, 4),
             "metrics_polls_per_interval": polls,
             "metrics_polls_per_interval_independent": {"1": 1, "3": 3},
+            **workers,
             "breaker_propagation_ms_p95": round(p95, 3),
             "check_p50_ms_memory": round(memory, 4), "check_p50_ms_redis": round(through_redis, 4),
             "fleet_rpm_overshoot_max": max(r["overshoot_max"] for r in per_n.values()),
