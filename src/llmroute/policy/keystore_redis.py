@@ -4,10 +4,10 @@ on one replica (or by ``llmroute keys``) is seen by every other one — at once 
 yet looked up, within ``auth.cache_ttl_s`` for one a replica has cached.
 
 Keys are held only as their SHA-256 digests, as in SQLite. Layout, under the state's
-prefix: hash ``keystore:tenants`` (tenant id → JSON ``tenant_row``), hash
-``keystore:keys`` (key id → JSON ``key_row``, digest last) and hash ``keystore:digests``
-(digest → key id) and hash ``keystore:revoked`` (key id → epoch seconds). Adding a key and revoking one are single Lua scripts (atomic across
-replicas). Every call answers within ``timeout_s`` seconds or raises StateUnavailable (a
+prefix ``keystore:{k}:`` (one hash slot): hashes ``tenants`` (tenant id → JSON
+``tenant_row``), ``keys`` (key id → JSON ``key_row``, digest last), ``digests`` (digest →
+key id) and ``revoked`` (key id → epoch seconds). Adding a key and revoking one are single
+Lua scripts (atomic across replicas). Every call answers within ``timeout_s`` seconds or raises StateUnavailable (a
 key lookup then answers 503, as when the SQLite file cannot be read); a duplicate id or
 digest raises KeyStoreConflict.
 """
