@@ -20,6 +20,13 @@ persistence) serves every store. Measured in one run:
   ``state/breakers.py`` sharing, own Redis connections) in this process; one opens a
   backend's breaker, and the time until the other two read it open from their local copy
   is taken, many times over fresh backends (target ≤ 1000 ms; one PUBLISH on loopback).
+* ``metrics_polls_per_interval``: N = 1 and 3 replicas' signal collectors (each its own
+  Redis client and ``state/polls.py`` sharing) poll one engine every 50 ms for a few
+  seconds; the engine's polls per interval with the per-engine poll lease, beside N ×
+  independent polling (each collector alone: N per interval).
+* ``workers_2_cpu_efficiency`` (target ≥ 0.85): requests served per second of router CPU
+  with ``serve --workers 2`` on Redis state against one process on in-process state, with
+  raw throughput beside it (``bench/lib/workers_cpu.py``).
 
 ``python bench/scale.py [--quick]``; the last line is ``RESULT {json}``.
 """
@@ -39,17 +46,23 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench" / "lib"))
+sys.path.insert(0, str(ROOT))
 
 import redis.asyncio as aioredis  # noqa: E402
 from fakes.redis import MISSING, RedisServer, find_redis_server  # noqa: E402
+from workers_cpu import workers_cpu_efficiency  # noqa: E402
 
+from llmroute.anchor.collector import Collector  # noqa: E402
+from llmroute.anchor.store import SignalStore  # noqa: E402
 from llmroute.config import BreakerConfig  # noqa: E402
 from llmroute.fuse.breaker import CircuitBreaker  # noqa: E402
 from llmroute.state.breakers import FleetBreakers  # noqa: E402
 from llmroute.state.memory import MemoryStore  # noqa: E402
 from llmroute.state.protocol import Bucket, Charge, StateStore  # noqa: E402
+from llmroute.state.polls import SharedPolls  # noqa: E402
 from llmroute.state.redis import RedisStore  # noqa: E402
-from llmroute.types import BreakerState, Outcome  # noqa: E402
+from llmroute.types import Backend, BreakerState, EngineSignals, Outcome  # noqa: E402
 
 RPM = 60
 CLIENTS = 200
@@ -141,6 +154,42 @@ async def breaker_propagation_ms(url: str, opens: int) -> list[float]:
     return out
 
 
+class CountingEngine:
+    """A metrics source that counts its polls."""
+
+    def __init__(self) -> None:
+        self.polls = 0
+
+    async def poll(self, backend: Backend, now: float) -> EngineSignals:
+        """One poll: a fixed snapshot."""
+        self.polls += 1
+        return EngineSignals(taken_at=now, source="vllm", running=1, waiting=0)
+
+
+async def polls_per_interval(url: str, replicas: int, seconds: float,
+                             period_s: float = 0.05) -> float:
+    """The engine's polls per ``period_s`` with ``replicas`` collectors sharing polls."""
+    engine, prefix = CountingEngine(), f"polls{uuid.uuid4().hex[:8]}:"
+    backend = Backend(id="e", base_url="http://127.0.0.1:9", model="m", pool="p",
+                      engine="vllm", context_length=4096)
+    clients = [aioredis.Redis.from_url(url) for _ in range(replicas)]
+    collectors = [Collector({"e": (backend, engine)}, SignalStore(5.0), time.monotonic,
+                            period_s=period_s, share=SharedPolls(r, period_s, prefix=prefix))
+                  for r in clients]
+    for c in collectors:
+        c.start()
+    await asyncio.sleep(0.5)  # warm: connections open, the lease taken
+    before, started = engine.polls, time.monotonic()
+    await asyncio.sleep(seconds)
+    done = engine.polls - before
+    elapsed = time.monotonic() - started
+    for c in collectors:
+        await c.stop()
+    for r in clients:
+        await r.aclose()
+    return round(done / (elapsed / period_s), 3)
+
+
 async def run(url: str, quick: bool) -> dict[str, object]:
     """Every measurement; prints the tables; returns the RESULT."""
     n = 500 if quick else 5000
@@ -159,7 +208,14 @@ async def run(url: str, quick: bool) -> dict[str, object]:
     p95 = statistics.quantiles(spread, n=20)[18]
     print(f"breaker propagation to 2 other replicas: p50 {statistics.median(spread):.2f} ms, "
           f"p95 {p95:.2f} ms")
+    workers = await asyncio.to_thread(workers_cpu_efficiency, url, quick)
+    print(f"workers: {workers}")
+    polls = {str(n): await polls_per_interval(url, n, 2.0 if quick else 5.0) for n in (1, 3)}
+    print(f"engine polls per 50 ms interval: {polls} (independent polling: N per interval)")
     return {"redis_added_p50_ms": round(through_redis - memory, 4),
+            "metrics_polls_per_interval": polls,
+            "metrics_polls_per_interval_independent": {"1": 1, "3": 3},
+            **workers,
             "breaker_propagation_ms_p95": round(p95, 3),
             "check_p50_ms_memory": round(memory, 4), "check_p50_ms_redis": round(through_redis, 4),
             "fleet_rpm_overshoot_max": max(r["overshoot_max"] for r in per_n.values()),

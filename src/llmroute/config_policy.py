@@ -27,9 +27,12 @@ class AuthConfig(_Strict):
     it), or a key of the ``operator`` role (not for ``/admin/keys`` and ``/admin/reload``).
     ``keys_path``: the SQLite key store. Keys looked up are cached in memory for
     ``cache_ttl_s`` seconds (a revocation takes effect within that), at most ``cache_size``
-    of them."""
+    of them. ``key_store``: ``sqlite`` (default, ``keys_path``) or ``redis`` (with
+    ``state: {kind: redis}``: one key store for every replica, ``policy/keystore_redis.py``;
+    digests only, as in SQLite)."""
 
     enabled: bool = False
+    key_store: Literal["sqlite", "redis"] = "sqlite"
     keys_path: str = "llmroute-keys.sqlite3"
     admin_key_env: str = "LLMROUTE_ADMIN_KEY"
     metrics_open: bool = False
@@ -57,7 +60,10 @@ class StateConfig(_Strict):
     ``limits.state_timeout_s``; when Redis cannot answer, limits are not enforced
     (``fail_closed: false``, the default) or requests are refused with 503
     (``fail_closed: true``), and only one call per ``retry_s`` seconds tries Redis again
-    until it answers."""
+    until it answers. With ``kind: redis`` the replicas also share their router-side load
+    (``share_load``: in-flight requests and pending prefill per backend, every
+    ``load_interval_s`` seconds; ``state/load.py``) and poll each engine's ``/metrics`` once
+    for the fleet (``share_polls``; ``state/polls.py``)."""
 
     kind: Literal["memory", "redis"] = "memory"
     url: str | None = None
@@ -65,6 +71,9 @@ class StateConfig(_Strict):
     pool_size: int = Field(64, ge=1, le=10_000)
     fail_closed: bool = False
     retry_s: float = Field(1.0, ge=0)
+    share_load: bool = True
+    load_interval_s: float = Field(0.05, gt=0, le=10)
+    share_polls: bool = True
 
     @field_validator("url")
     @classmethod

@@ -8,6 +8,8 @@ state, the given backends by ``base_url``); ``Replica`` starts one process and w
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -15,10 +17,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import yaml
+
+from tests.fakes.redis import free_port
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 ADMIN_KEY = "sk-admin-fleet-test"
@@ -105,3 +110,16 @@ class Replica:
         if not self._log.closed:
             self._log.flush()
         return Path(self._log.name).read_text()[-4000:]
+
+
+@contextlib.asynccontextmanager
+async def replicas(config: Path, n: int = 3) -> AsyncIterator[list[Replica]]:
+    """``n`` replicas of ``config`` on free ports, started together; stopped (SIGTERM) on
+    exit, each asserted to exit 0."""
+    started = [Replica(config, free_port()) for _ in range(n)]
+    try:
+        await asyncio.gather(*[asyncio.to_thread(r.wait_ready) for r in started])
+        yield started
+    finally:
+        codes = [r.stop() for r in started]
+        assert codes == [0] * n, [r.log_text() for r in started]

@@ -9,30 +9,17 @@ limits fail open), and once it is back the limits hold again."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 
 import httpx
 import pytest
 
-from tests.fakes.fleet import ADMIN_KEY, Replica, create_key, fleet_config
-from tests.fakes.redis import free_port
+from tests.fakes.fleet import ADMIN_KEY, create_key, fleet_config
+from tests.fakes.fleet import replicas as fleet
 from tests.fakes.upstream import serve_upstream
 
 CHAT = {"model": "auto", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
 pytestmark = pytest.mark.slow
-
-
-@contextlib.asynccontextmanager
-async def fleet(config, n: int = 3):
-    """``n`` replicas of ``config``, started together; stopped (SIGTERM) on exit."""
-    replicas = [Replica(config, free_port()) for _ in range(n)]
-    try:
-        await asyncio.gather(*[asyncio.to_thread(r.wait_ready) for r in replicas])
-        yield replicas
-    finally:
-        codes = [r.stop() for r in replicas]
-        assert codes == [0] * n, [r.log_text() for r in replicas]
 
 
 async def _burst(client: httpx.AsyncClient, replicas, key: str, n: int) -> tuple[list[int], float]:

@@ -7,6 +7,11 @@ most ``timeout_s`` seconds, stores the immutable, timestamped snapshot in the
 most). A failed poll never reaches request handling: the store keeps the last good
 snapshot, which turns stale and drops out of scoring. It logs only on a state change
 (first contact, up → down, down → up, or a change in which signals are missing).
+
+Shared polls (``share``, a fleet of replicas: ``state/polls.py``): before each poll the
+loop asks ``share.lead``; when another replica holds the engine's poll lease it stores
+that replica's published outcome instead of polling (nothing when none is published yet),
+and when this replica polls it publishes the outcome for the others.
 """
 
 from __future__ import annotations
@@ -15,16 +20,35 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import structlog
 
 from llmroute.anchor.protocol import MetricsSource
 from llmroute.anchor.store import Entry, SignalStore
 from llmroute.errors import SignalSourceError
-from llmroute.types import Backend
+from llmroute.types import Backend, EngineSignals
 
 log = structlog.get_logger("llmroute.anchor.collector")
 Sleep = Callable[[float], Awaitable[None]]
+
+
+class SharedPoll(Protocol):
+    """One poller per engine across a fleet (``state.polls.SharedPolls``)."""
+
+    async def lead(self, backend_id: str) -> bool:
+        """True when this replica polls ``backend_id`` now."""
+        ...
+
+    async def publish(self, backend_id: str,
+                      outcome: tuple[EngineSignals | None, str | None]) -> None:
+        """Share this replica's poll outcome: ``(signals, None)`` or ``(None, error)``."""
+        ...
+
+    async def read(self, backend_id: str, now: float
+                   ) -> tuple[EngineSignals | None, str | None] | None:
+        """The polling replica's last outcome (None: none published)."""
+        ...
 
 
 def next_delay(period_s: float, failures: int, max_backoff_s: float) -> float:
@@ -39,7 +63,8 @@ def next_delay(period_s: float, failures: int, max_backoff_s: float) -> float:
 class Collector:
     """Polls ``sources`` (``{backend_id: (backend, source)}``) into ``store``.
 
-    ``clock`` gives seconds (monotonic); ``sleep`` is injected for tests."""
+    ``clock`` gives seconds (monotonic); ``sleep`` is injected for tests; ``share`` (None:
+    poll alone) shares the polls with a fleet."""
 
     sources: dict[str, tuple[Backend, MetricsSource]]
     store: SignalStore
@@ -48,13 +73,28 @@ class Collector:
     timeout_s: float = 0.5
     max_backoff_s: float = 10.0
     sleep: Sleep = asyncio.sleep
+    share: SharedPoll | None = None
+    polls: int = 0
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _stopping: bool = False
 
     async def poll_once(self, backend_id: str) -> bool:
-        """One poll of one backend into the store; True when it succeeded."""
+        """One poll of one backend into the store (or, with ``share`` and another replica
+        polling, that replica's outcome); True when it succeeded."""
+        share = self.share
+        if share is not None and not await share.lead(backend_id):
+            now = self.clock()
+            return self._adopt(backend_id, await share.read(backend_id, now), now)
+        ok, outcome = await self._poll(backend_id)
+        if share is not None:
+            await share.publish(backend_id, outcome)
+        return ok
+
+    async def _poll(self, backend_id: str) -> tuple[bool, tuple[EngineSignals | None,
+                                                                 str | None]]:
         backend, source = self.sources[backend_id]
         now = self.clock()
+        self.polls += 1
         try:
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
             # that arrives as the poll completes (CPython gh-86296), and stop() would hang.
@@ -62,7 +102,17 @@ class Collector:
                 signals = await source.poll(backend, now)
         except (SignalSourceError, TimeoutError) as exc:
             error = getattr(exc, "message", None) or f"no answer within {self.timeout_s} s"
-            _log_change(backend_id, self.store.record_failure(backend_id, error, now),
+            return self._adopt(backend_id, (None, error), now), (None, error)
+        return self._adopt(backend_id, (signals, None), now), (signals, None)
+
+    def _adopt(self, backend_id: str,
+               outcome: tuple[EngineSignals | None, str | None] | None, now: float) -> bool:
+        """Store ``outcome`` of the poll at ``now`` (None: nothing); True for signals."""
+        if outcome is None:
+            return False
+        signals, error = outcome
+        if signals is None:
+            _log_change(backend_id, self.store.record_failure(backend_id, error or "", now),
                         self.store.entry(backend_id))
             return False
         _log_change(backend_id, self.store.record_ok(backend_id, signals, now),

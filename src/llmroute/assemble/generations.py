@@ -3,6 +3,9 @@
 
 ``llmroute serve`` opens them for the first Runtime; a reload (``assemble/reload.py``)
 opens them for the new Runtime and retires the old one's once its requests have drained.
+With ``state: {kind: redis}`` a backend set also shares its router-side load with the other
+replicas (``state/load.py``; a draining set stops adding theirs, so its drain waits only on
+its own requests) and its engine polls (``state/polls.py``).
 """
 
 from __future__ import annotations
@@ -10,11 +13,15 @@ from __future__ import annotations
 import contextlib
 
 import aiohttp
+import redis.asyncio as aioredis
 
 from llmroute.anchor.store import SignalStore
+from llmroute.anchor.collector import Collector
 from llmroute.assemble.anchor import make_collector
 from llmroute.assemble.strategies import watch_strategies
 from llmroute.runtime import Runtime
+from llmroute.state.load import FleetLoad
+from llmroute.state.polls import SharedPolls
 
 
 class Generations:
@@ -23,6 +30,7 @@ class Generations:
 
     def __init__(self) -> None:
         self._open: list[tuple[Runtime, contextlib.AsyncExitStack]] = []
+        self.loads: list[FleetLoad] = []  # the newest last
 
     async def open(self, rt: Runtime) -> None:
         """Start ``rt``'s collector (own session: it decompresses) and strategy watcher."""
@@ -31,6 +39,7 @@ class Generations:
             session = await stack.enter_async_context(aiohttp.ClientSession())
             collector = make_collector(rt.config, rt.backends,
                                        rt.signals or SignalStore(1.0), session, rt.clock)
+            await self._share(stack, rt, collector)
             collector.start()
             stack.push_async_callback(collector.stop)
             await stack.enter_async_context(watch_strategies(rt.config, rt.strategy))
@@ -38,6 +47,29 @@ class Generations:
             await stack.aclose()
             raise
         self._open.append((rt, stack))
+
+    async def _share(self, stack: contextlib.AsyncExitStack, rt: Runtime,
+                     collector: Collector) -> None:
+        """With Redis state: share ``rt``'s load and ``collector``'s polls until ``stack``
+        closes; the older backend sets stop adding the fleet's load."""
+        state = rt.config.state
+        if state.kind != "redis" or state.url is None:
+            return
+        bound = rt.config.limits.state_timeout_s
+        redis = aioredis.Redis.from_url(state.url, socket_connect_timeout=bound,
+                                        socket_timeout=bound)
+        stack.push_async_callback(redis.aclose)
+        if state.share_polls:
+            collector.share = SharedPolls(redis, collector.period_s, prefix=state.prefix,
+                                          timeout_s=bound)
+        if state.share_load:
+            for older in self.loads:
+                older.follow(False)
+            load = FleetLoad(rt.stats, redis, rt.clock, prefix=state.prefix,
+                             interval_s=state.load_interval_s, timeout_s=bound)
+            await stack.enter_async_context(load.run())
+            self.loads.append(load)
+            stack.callback(self.loads.remove, load)
 
     async def retire(self, rt: Runtime) -> None:
         """Stop ``rt``'s collector and watcher (nothing when they are not open)."""

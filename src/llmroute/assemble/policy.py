@@ -16,7 +16,7 @@ from llmroute.config import Config
 from llmroute.errors import ConfigError
 from llmroute.policy.auth import Authenticator
 from llmroute.policy.gateway import Policy
-from llmroute.policy.keystore import KeyStore
+from llmroute.policy.keystore_redis import open_key_store
 from llmroute.policy.limits import Limiter
 from llmroute.policy.load import fleet_headroom
 from llmroute.policy.priority import PriorityGate
@@ -31,7 +31,7 @@ def build_policy(config: Config, clock: Callable[[], float] = time.monotonic,
                  wall_clock: Callable[[], float] = time.time,
                  environ: Mapping[str, str] | None = None,
                  registry: CollectorRegistry | None = None) -> Policy | None:
-    """The policies of ``config`` (keys in ``auth.keys_path``, state as ``build_store``
+    """The policies of ``config`` (keys in ``auth.key_store``, state as ``build_store``
     says; the store's outage counts join ``registry``), or None when ``auth.enabled`` is
     false. No I/O: the key store opens, and Redis connects, on first use. Raises
     ConfigError when auth is on and the admin key's environment variable is unset or empty
@@ -44,7 +44,7 @@ def build_policy(config: Config, clock: Callable[[], float] = time.monotonic,
         raise ConfigError(f"{config.source}: auth.admin_key_env: auth is enabled but the "
                           f"environment variable {auth.admin_key_env} (the admin key) is "
                           "not set")
-    keys = KeyStore(auth.keys_path)
+    keys = open_key_store(auth, config.state, config.limits.state_timeout_s)
     store = build_store(config, clock)
     if registry is not None and isinstance(store, Guarded):
         registry.register(store)

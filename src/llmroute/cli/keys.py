@@ -23,7 +23,7 @@ from llmroute.config import Config
 from llmroute.errors import InvalidRequest
 from llmroute.policy.issue import issue_key, rotate_key
 from llmroute.policy.keys import ROLES, ApiKey, Limits, Tenant
-from llmroute.policy.keystore import KeyStore
+from llmroute.policy.keystore_redis import AnyKeyStore, open_key_store
 
 _LIMITS = ("rpm", "tpm", "daily_tokens", "monthly_tokens", "max_concurrency",
            "max_context_tokens")
@@ -72,7 +72,7 @@ def _with_limits(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def run(config: Config, args: argparse.Namespace) -> int:
     """Run a ``keys`` or ``tenants`` command; returns the exit code. Raises InvalidRequest
     for an unknown tenant or key, or bad metadata."""
-    store = KeyStore(config.auth.keys_path)
+    store = open_key_store(config.auth, config.state, config.limits.state_timeout_s)
     try:
         out = asyncio.run(_dispatch(store, args))
     finally:
@@ -81,7 +81,7 @@ def run(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _dispatch(store: KeyStore, args: argparse.Namespace) -> Any:
+async def _dispatch(store: AnyKeyStore, args: argparse.Namespace) -> Any:
     now = time.time()
     if args.command == "tenants":
         return await _tenants(store, args, now)
@@ -105,7 +105,7 @@ async def _dispatch(store: KeyStore, args: argparse.Namespace) -> Any:
     return _record(key)
 
 
-async def _tenants(store: KeyStore, args: argparse.Namespace, now: float) -> Any:
+async def _tenants(store: AnyKeyStore, args: argparse.Namespace, now: float) -> Any:
     if args.tenants_command == "list":
         return [dataclasses.asdict(t) for t in await store.tenants()]
     if args.tenants_command == "create":

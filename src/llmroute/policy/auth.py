@@ -19,7 +19,7 @@ from cachetools import TTLCache
 
 from llmroute.errors import AuthenticationFailed, PermissionDenied, StateUnavailable
 from llmroute.policy.keys import ApiKey, Tenant, digest, presented_key, well_formed
-from llmroute.policy.keystore import KeyStore
+from llmroute.policy.keystore_redis import AnyKeyStore
 
 _Found = tuple[ApiKey, Tenant, str] | None  # the record, its tenant, the stored digest
 
@@ -56,7 +56,7 @@ class Authenticator:
     """Keys from ``store``, cached (module docstring); ``wall_clock`` (epoch s) judges
     expiry, ``clock`` (monotonic s) the cache."""
 
-    def __init__(self, store: KeyStore, ttl_s: float, size: int, clock: Callable[[], float],
+    def __init__(self, store: AnyKeyStore, ttl_s: float, size: int, clock: Callable[[], float],
                  wall_clock: Callable[[], float]):
         self._store = store
         self._wall = wall_clock

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from llmroute.errors import AuthenticationFailed, PermissionDenied
 from llmroute.policy.auth import Authenticator, Caller
 from llmroute.policy.keys import presented_key, well_formed
-from llmroute.policy.keystore import KeyStore
+from llmroute.policy.keystore_redis import AnyKeyStore
 from llmroute.policy.limits import Limiter, Ticket
 from llmroute.state.protocol import StateStore
 from llmroute.types import ChatRequest
@@ -33,7 +33,7 @@ class Policy:
 
     auth: Authenticator
     limiter: Limiter
-    keys: KeyStore
+    keys: AnyKeyStore
     store: StateStore
     admin_digest: bytes
     metrics_open: bool = False

@@ -14,10 +14,10 @@ from llmroute.policy.keys import (
     new_key_id,
     new_secret,
 )
-from llmroute.policy.keystore import KeyStore
+from llmroute.policy.keystore_redis import AnyKeyStore
 
 
-async def issue_key(store: KeyStore, tenant: str, now: float, **fields: Any
+async def issue_key(store: AnyKeyStore, tenant: str, now: float, **fields: Any
                     ) -> tuple[str, ApiKey]:
     """A new key of ``tenant`` made at epoch ``now`` with ``fields`` (``ApiKey``'s: name,
     limits, models, pools, strategies, priority, role, expires_at, metadata); returns the
@@ -37,7 +37,7 @@ async def issue_key(store: KeyStore, tenant: str, now: float, **fields: Any
     return secret, key
 
 
-async def rotate_key(store: KeyStore, key_id: str, now: float) -> tuple[str, ApiKey]:
+async def rotate_key(store: AnyKeyStore, key_id: str, now: float) -> tuple[str, ApiKey]:
     """A new key with ``key_id``'s tenant and settings; ``key_id`` is revoked. Returns the
     new secret and record. Raises InvalidRequest when ``key_id`` is unknown or revoked."""
     old = await store.key(key_id)

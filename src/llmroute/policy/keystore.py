@@ -14,6 +14,7 @@ import dataclasses
 import json
 import sqlite3
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from llmroute.policy.keys import ApiKey, Limits, Tenant
@@ -39,46 +40,42 @@ class KeyStore:
 
     async def put_tenant(self, tenant: Tenant) -> None:
         """Create or replace ``tenant``."""
-        spec = {"limits": dataclasses.asdict(tenant.limits), "metadata": tenant.metadata}
         await self._run("INSERT OR REPLACE INTO tenants VALUES (?, ?, ?)",
-                        (tenant.id, json.dumps(spec), tenant.created_at))
+                        tenant_row(tenant))
 
     async def tenant(self, tenant_id: str) -> Tenant | None:
         """The tenant ``tenant_id``, or None."""
         rows = await self._run("SELECT id, spec, created_at FROM tenants WHERE id = ?",
                                (tenant_id,))
-        return _tenant(rows[0]) if rows else None
+        return tenant_from_row(rows[0]) if rows else None
 
     async def tenants(self) -> list[Tenant]:
         """Every tenant, by id."""
-        return [_tenant(r) for r in await self._run(
+        return [tenant_from_row(r) for r in await self._run(
             "SELECT id, spec, created_at FROM tenants ORDER BY id", ())]
 
     async def add_key(self, key: ApiKey, key_digest: str) -> None:
         """Store a new key's record under its digest. Raises sqlite3.IntegrityError for a
         duplicate id or digest."""
-        spec = {f.name: getattr(key, f.name) for f in dataclasses.fields(key)
-                if f.name not in ("id", "prefix", "tenant", "revoked_at", "created_at")}
-        spec["limits"] = dataclasses.asdict(key.limits)
+        row = key_row(key, key_digest)
         await self._run("INSERT INTO keys VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (key.id, key.prefix, key_digest, key.tenant, key.revoked_at,
-                         key.created_at, json.dumps(spec)))
+                        (row[0], row[1], row[6], *row[2:6]))
 
     async def find(self, key_digest: str) -> tuple[ApiKey, str] | None:
         """The key whose digest is ``key_digest`` and the digest as stored, or None."""
         rows = await self._run(f"SELECT {_KEY_COLS}, digest FROM keys WHERE digest = ?",
                                (key_digest,))
-        return (_key(rows[0]), rows[0][6]) if rows else None
+        return (key_from_row(rows[0]), rows[0][6]) if rows else None
 
     async def key(self, key_id: str) -> ApiKey | None:
         """The key ``key_id``, or None."""
         rows = await self._run(f"SELECT {_KEY_COLS} FROM keys WHERE id = ?", (key_id,))
-        return _key(rows[0]) if rows else None
+        return key_from_row(rows[0]) if rows else None
 
     async def keys(self, tenant: str | None = None) -> list[ApiKey]:
         """Every key (of ``tenant`` when given), oldest first."""
         where, args = ("WHERE tenant = ?", (tenant,)) if tenant else ("", ())
-        return [_key(r) for r in await self._run(
+        return [key_from_row(r) for r in await self._run(
             f"SELECT {_KEY_COLS} FROM keys {where} ORDER BY created_at, id", args)]
 
     async def revoke(self, key_id: str, at: float) -> bool:
@@ -107,12 +104,30 @@ class KeyStore:
                 return cur.rowcount if count else cur.fetchall()
 
 
-def _tenant(row: tuple[Any, ...]) -> Tenant:
+def tenant_row(tenant: Tenant) -> tuple[str, str, float]:
+    """``tenant`` as a stored row: ``(id, spec JSON, created_at)``."""
+    spec = {"limits": dataclasses.asdict(tenant.limits), "metadata": tenant.metadata}
+    return tenant.id, json.dumps(spec), tenant.created_at
+
+
+def key_row(key: ApiKey, key_digest: str) -> tuple[Any, ...]:
+    """``key`` as a stored row: ``(id, prefix, tenant, revoked_at, created_at, spec JSON,
+    digest)`` (the order ``key_from_row`` reads)."""
+    spec = {f.name: getattr(key, f.name) for f in dataclasses.fields(key)
+            if f.name not in ("id", "prefix", "tenant", "revoked_at", "created_at")}
+    spec["limits"] = dataclasses.asdict(key.limits)
+    return (key.id, key.prefix, key.tenant, key.revoked_at, key.created_at, json.dumps(spec),
+            key_digest)
+
+
+def tenant_from_row(row: Sequence[Any]) -> Tenant:
+    """The Tenant of a ``tenant_row``."""
     spec = json.loads(row[1])
     return Tenant(row[0], Limits(**spec["limits"]), spec["metadata"], row[2])
 
 
-def _key(row: tuple[Any, ...]) -> ApiKey:
+def key_from_row(row: Sequence[Any]) -> ApiKey:
+    """The ApiKey of a ``key_row`` (its first six fields)."""
     spec = json.loads(row[5])
     spec["limits"] = Limits(**spec["limits"])
     for name in ("models", "pools", "strategies"):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -90,13 +90,18 @@ class RedisStore:
         return await self._bounded(script(keys=keys, args=args))
 
     async def _bounded(self, call: Any) -> Any:
-        try:
-            async with asyncio.timeout(self._timeout):
-                return await call
-        except (RedisError, OSError, TimeoutError) as exc:
-            raise StateUnavailable(f"the Redis state store did not answer within "
-                                   f"{self._timeout * 1000:g} ms: {type(exc).__name__}: "
-                                   f"{_redact(str(exc))}") from exc
+        return await bounded(call, self._timeout, "the Redis state store")
+
+
+async def bounded(call: Awaitable[Any], timeout_s: float, what: str) -> Any:
+    """``call``'s result; raises StateUnavailable naming ``what`` when Redis does not answer
+    within ``timeout_s`` seconds or cannot be reached."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await call
+    except (RedisError, OSError, TimeoutError) as exc:
+        raise StateUnavailable(f"{what} did not answer within {timeout_s * 1000:g} ms: "
+                               f"{type(exc).__name__}: {_redact(str(exc))}") from exc
 
 
 def _args(charges: Sequence[Charge]) -> list[str]:

@@ -108,8 +108,9 @@ class _Live:
         self.fit: PrefillFit | None = None
 
 
-def _publish(live: _Live) -> BackendStats:
-    """``live`` as an immutable ``BackendStats``."""
+def _publish(live: _Live, remote: tuple[int, int] = (0, 0)) -> BackendStats:
+    """``live`` as an immutable ``BackendStats``, with ``remote`` (the other replicas'
+    in-flight requests and pending prefill tokens) added to its own."""
     fit, window = live.fit, live.window
     model = fit.model() if fit is not None else None
     overhead, per_token = model if model is not None else (None, None)
@@ -117,13 +118,12 @@ def _publish(live: _Live) -> BackendStats:
         window.summary() if window is not None else (None, None, None, None, 0))
     out = _new(BackendStats)
     for put, value in zip(_SETTERS, (
-            live.backend_id, live.in_flight, live.latency_ms, live.ttft_ms, live.error_rate,
-            live.taken_at, ttft_p95, latency_p95, live.ttft_baseline_ms,
-            live.latency_baseline_ms, error_rate, tps, n, live.prefill_tokens, per_token,
-            overhead)):
+            live.backend_id, live.in_flight + remote[0], live.latency_ms, live.ttft_ms,
+            live.error_rate, live.taken_at, ttft_p95, latency_p95, live.ttft_baseline_ms,
+            live.latency_baseline_ms, error_rate, tps, n, live.prefill_tokens + remote[1],
+            per_token, overhead)):
         put(out, value)
     return out
-
 
 
 class RouterStats:
@@ -138,6 +138,7 @@ class RouterStats:
         self._live = {b: _Live(b) for b in backend_ids}
         self._published = {b: _publish(live) for b, live in self._live.items()}
         self._changed: set[str] = set()  # backends whose published stats are out of date
+        self._remote: dict[str, tuple[int, int]] = {}  # the other replicas' load
         self.engines, self.breakers, self.dark = engines, breakers, dark
 
     @classmethod
@@ -201,6 +202,23 @@ class RouterStats:
         _prefill_end(self._live[ticket.backend_id], ticket, now, first_token=first_token)
         self._changed.add(ticket.backend_id)
 
+    def local_load(self) -> dict[str, tuple[int, int]]:
+        """``{backend_id: (in_flight, prefill_tokens)}`` of this process alone (what it
+        shares with the other replicas of a fleet)."""
+        return {b: (live.in_flight, live.prefill_tokens) for b, live in self._live.items()}
+
+    def set_remote(self, load: Mapping[str, tuple[int, int]]) -> None:
+        """The other replicas' summed ``(in_flight, prefill_tokens)`` per backend id, added
+        to this process's own in the stats published from the next ``snapshot`` on (a
+        backend absent from ``load``: nothing added; ids these stats do not track are
+        ignored). Only the backends whose remote load changed are republished."""
+        old = self._remote
+        new = {b: v for b, v in load.items() if b in self._live}
+        for b in old.keys() | new.keys():
+            if old.get(b) != new.get(b):
+                self._changed.add(b)
+        self._remote = new
+
     def snapshot(self, now: float) -> MetricsSnapshot:
         """An immutable copy of every backend's stats (and fresh engine signals) at ``now``,
         with the breaker views as they are (already immutable: a reference)."""
@@ -208,8 +226,9 @@ class RouterStats:
         breakers = self.breakers() if self.breakers is not None else {}
         dark = self.dark(now) if self.dark is not None else frozenset()
         if self._changed:
+            remote = self._remote
             for b in self._changed:
-                self._published[b] = _publish(self._live[b])
+                self._published[b] = _publish(self._live[b], remote.get(b, (0, 0)))
             self._changed.clear()
         return MetricsSnapshot(dict(self._published), now, engines, breakers, dark)
 

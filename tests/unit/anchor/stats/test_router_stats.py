@@ -90,3 +90,27 @@ def test_window_invariants(events):
     assert a.output_tps is None or a.output_tps >= 0
     if a.ttft_baseline_ms is not None:
         assert a.ttft_baseline_ms <= max(t for ok, _, t, _ in events if ok)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 50),
+                          st.integers(0, 5000)), max_size=6),
+       st.lists(st.sampled_from(["a", "b"]), max_size=8))
+def test_remote_load_adds_to_the_published_counts_and_nothing_else(remote, sends):
+    """The other replicas' (in-flight, prefill) sum into the published stats of tracked
+    backends only; this process's own counts (``local_load``) are untouched, and clearing
+    the remote load gives back exactly the local view."""
+    stats = RouterStats.for_backends(["a", "b"])
+    for i, b in enumerate(sends):
+        stats.sent(b, 10, float(i))
+    local = stats.snapshot(100.0).stats
+    load = {b: (n, p) for b, n, p in remote}
+    stats.set_remote(load)
+    fleet = stats.snapshot(100.0).stats
+    for b in ("a", "b"):
+        n, p = load.get(b, (0, 0))
+        assert fleet[b].in_flight == local[b].in_flight + n
+        assert fleet[b].prefill_tokens == local[b].prefill_tokens + p
+    assert "c" not in fleet
+    assert stats.local_load() == {b: (s.in_flight, s.prefill_tokens) for b, s in local.items()}
+    stats.set_remote({})
+    assert stats.snapshot(100.0).stats == local

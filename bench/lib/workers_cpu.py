@@ -1,0 +1,106 @@
+"""``workers_2_cpu_efficiency`` for ``bench/scale.py``: requests served per second of router
+CPU with ``llmroute serve --workers 2`` sharing state through Redis, against one process
+with in-process state, on a fast scripted upstream (``bench/lib/upstream.py``).
+
+Both routers run the same config (auth on, one key with limits high enough never to refuse,
+the gate off, one ``openai`` backend at the upstream); the only differences are ``state``
+(``memory`` vs ``redis``) and ``--workers``. A closed-loop load generator
+(``bench/lib/loadgen.py``, its own process) drives each for the same time; the router's CPU
+is that of its whole process tree (psutil: the parent and its workers). Efficiency =
+(served / CPU s with 2 workers) / (served / CPU s with 1 process): 1.0 means sharing state
+through Redis costs the second core nothing. Raw throughput (served per wall second) is
+reported beside it: on a 2-core machine shared with the load generator and the upstream it
+cannot double. ``workers_1_redis_cpu_efficiency`` (one process on Redis state against one on
+in-process state) tells what of the difference is the Redis calls themselves and what is
+the second process.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import httpx
+from fakes.fleet import ENV, create_key, fleet_config
+
+import procs
+
+LIB = Path(__file__).resolve().parent
+
+
+def _answers(path: str):
+    """A readiness probe: True once ``url + path`` answers at all (any status)."""
+    def probe(url: str) -> bool:
+        try:
+            return httpx.get(url + path, timeout=1).status_code < 600
+        except httpx.HTTPError:
+            return False
+    return probe
+
+
+def _serve(name: str, config: Path, work: Path, *extra: str) -> procs.Server:
+    port = procs.free_port()
+    server = procs.start(name, [sys.executable, "-m", "llmroute.cli.main", "serve", "--config",
+                                str(config), "--port", str(port), "--log-level", "warning",
+                                *extra], port, set(), work, env=ENV)
+    procs.wait_ready(server, _answers("/ready"))
+    return server
+
+
+def _drive(server: procs.Server, key: str, seconds: float, clients: int) -> dict[str, float]:
+    """One closed-loop run; served, router CPU seconds, wall seconds, errors."""
+    spec = {"url": server.url + "/v1/chat/completions", "key": key, "stream": False,
+            "mode": "closed", "clients": clients, "duration_s": seconds, "warmup_s": 1.0,
+            "model": "auto"}
+    cpu0 = server.cpu_s()
+    done = subprocess.run([sys.executable, str(LIB / "loadgen.py"), json.dumps(spec)],
+                          capture_output=True, text=True, check=True)
+    cpu = server.cpu_s() - cpu0
+    out = json.loads(done.stdout)
+    return {"served": out["served"], "cpu_s": cpu, "wall_s": out["duration_s"] + 1.0,
+            "errors": out["errors"]}
+
+
+def _one(work: Path, redis_url: str, upstream: str, workers: int, kind: str, seconds: float,
+         clients: int) -> dict[str, float]:
+    folder = work / f"w{workers}-{kind}"
+    folder.mkdir()
+    state = {"kind": kind}
+    config = fleet_config(folder, redis_url, [{"id": "a", "base_url": upstream}],
+                          state=state, server={"drain_timeout_s": 2})
+    key = create_key(config, "--rpm", "100000000", "--max-concurrency", "100000")
+    extra = ("--workers", str(workers)) if workers > 1 else ()
+    server = _serve(f"router-{workers}", config, folder, *extra)
+    try:
+        row = _drive(server, key, seconds, clients)
+    finally:
+        server.stop()
+    row["per_cpu_s"] = row["served"] / row["cpu_s"] if row["cpu_s"] else 0.0
+    row["per_s"] = row["served"] / row["wall_s"]
+    return {k: round(v, 3) for k, v in row.items()}
+
+
+def workers_cpu_efficiency(redis_url: str, quick: bool) -> dict[str, object]:
+    """The measurement (module docstring): ``workers_2_cpu_efficiency`` and both rows."""
+    seconds, clients = (3.0, 16) if quick else (8.0, 32)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        port = procs.free_port()
+        up = procs.start("upstream", [sys.executable, str(LIB / "upstream.py"), str(port),
+                                      "1", "0"], port, set(), work)
+        try:
+            procs.wait_ready(up, _answers("/"))
+            one = _one(work, redis_url, up.url, 1, "memory", seconds, clients)
+            one_redis = _one(work, redis_url, up.url, 1, "redis", seconds, clients)
+            two = _one(work, redis_url, up.url, 2, "redis", seconds, clients)
+        finally:
+            up.stop()
+    ratio = two["per_cpu_s"] / one["per_cpu_s"] if one["per_cpu_s"] else 0.0
+    return {"workers_2_cpu_efficiency": round(ratio, 3),
+            "workers_throughput_rps": {"1": one["per_s"], "2": two["per_s"]},
+            "workers_1_redis_cpu_efficiency": round(
+                one_redis["per_cpu_s"] / one["per_cpu_s"], 3) if one["per_cpu_s"] else 0.0,
+            "workers_rows": {"1": one, "1-redis": one_redis, "2": two}}
