@@ -4,8 +4,9 @@ One YAML file holds the server settings, timeouts, retry budget, pools, backends
 engines by ``base_url``, or local llama.cpp engines by ``launch``) and the intent → pool map.
 The ``anchor:`` section's models (plugins and their params) are in ``config_anchor.py``,
 ``auth:``, ``limits:`` and ``state:`` in ``config_policy.py``, ``server:`` in
-``config_server.py``, ``content_filter:`` in ``config_filter.py``; the
-engine kinds a backend may name, in ``backends/engines.py``. With no file, the embedded
+``config_server.py``, ``content_filter:`` in ``config_filter.py``, a backend's
+``launch:``/``gpu:`` in ``config_engine.py``, YAML errors with line numbers in
+``config_yaml.py``; the engine kinds a backend may name, in ``backends/engines.py``. With no file, the embedded
 default (``local/default.yaml``) starts three local engines.
 """
 
@@ -15,7 +16,6 @@ import importlib.resources
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -28,6 +28,7 @@ from pydantic import (
 from llmroute.backends.engines import ENGINES, Capability, engine_kind
 from llmroute.config_anchor import AnchorConfig
 from llmroute.config_discovery import DiscoveryConfig
+from llmroute.config_engine import GpuConfig, LaunchConfig
 from llmroute.config_filter import ContentFilterConfig
 from llmroute.config_observe import ObserveConfig
 from llmroute.config_policy import (
@@ -40,13 +41,11 @@ from llmroute.config_policy import (
 )
 from llmroute.config_quirks import QuirksConfig
 from llmroute.config_server import ServerConfig
+from llmroute.config_yaml import Problem, describe, read_yaml, validation_problems
 from llmroute.errors import ConfigError
 
 _ID = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 
-Problem = tuple[tuple[Any, ...], str]
-"""``(loc, message)``: a field path (keys and list indices, as pydantic gives them) and what
-is wrong there."""
 
 
 class _Strict(BaseModel):
@@ -129,32 +128,6 @@ class FuseConfig(_Strict):
     def for_pool(self, pool: str) -> EntropyConfig:
         """The entropy trigger settings for ``pool``."""
         return self.pools.get(pool, self.entropy)
-
-
-class LaunchConfig(_Strict):
-    """A local llama.cpp engine llmroute starts itself: ``ctx_size`` tokens of KV cache shared
-    by ``slots`` parallel sequences, ``threads`` CPU threads."""
-
-    ctx_size: int = Field(4096, ge=256)
-    slots: int = Field(1, ge=1, le=64)
-    threads: int = Field(1, ge=1)
-    extra_args: tuple[str, ...] = ()
-
-
-class GpuConfig(_Strict):
-    """Where a backend's GPU signals come from: ``nvml_index`` (a GPU on the router's host,
-    read through NVML) or ``dcgm_url`` (a remote DCGM exporter's ``/metrics``; ``gpu`` is
-    its ``gpu`` label, e.g. ``"0"``; all GPUs summed when omitted)."""
-
-    nvml_index: int | None = Field(None, ge=0)
-    dcgm_url: str | None = Field(None, pattern=r"^https?://")
-    gpu: str | None = None
-
-    @model_validator(mode="after")
-    def _one_source(self) -> GpuConfig:
-        if (self.nvml_index is None) == (self.dcgm_url is None):
-            raise ValueError("give exactly one of nvml_index or dcgm_url")
-        return self
 
 
 class BackendConfig(_Strict):
@@ -403,67 +376,3 @@ def parse_config(text: str, source: str) -> Config:
     if problems:
         raise ConfigError(describe(problems, root, source))
     return cfg
-
-
-def read_yaml(text: str, source: str) -> tuple[Any, yaml.Node | None]:
-    """``(data, root node)`` of YAML (or JSON) ``text``; the node gives ``describe`` its
-    line numbers. Raises ConfigError ``source:line: invalid YAML: …``."""
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}:{_yaml_line(exc)}: invalid YAML: {_yaml_problem(exc)}") from exc
-    return data, root
-
-
-def validation_problems(exc: ValidationError) -> list[Problem]:
-    """A pydantic ValidationError as ``[(loc, message), …]`` (union/function tags dropped)."""
-    return [(_clean_loc(e["loc"]), e["msg"]) for e in exc.errors()]
-
-
-def describe(problems: list[Problem], root: yaml.Node | None, source: str) -> str:
-    """One ``file:line: field: message`` line per problem; ``root`` is ``read_yaml``'s node."""
-    lines = []
-    for loc, msg in problems:
-        field = ".".join(str(p) for p in loc) or "(top level)"
-        lines.append(f"{source}:{_line_of(root, loc)}: {field}: {msg}")
-    return "\n".join(lines)
-
-
-def _clean_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
-    return tuple(p for p in loc if not _is_pydantic_tag(p))
-
-
-def _is_pydantic_tag(part: Any) -> bool:
-    return isinstance(part, str) and ("[" in part or part.startswith("function-"))
-
-
-def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int:
-    """1-based line of the deepest YAML node that ``loc`` reaches (its key for mappings)."""
-    line = node.start_mark.line + 1 if node is not None else 1
-    for part in loc:
-        child = _child(node, part)
-        if child is None:
-            break
-        line, node = child
-    return line
-
-
-def _child(node: yaml.Node | None, part: Any) -> tuple[int, yaml.Node] | None:
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            if key.value == str(part):
-                return key.start_mark.line + 1, value
-    if isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-        item = node.value[part]
-        return item.start_mark.line + 1, item
-    return None
-
-
-def _yaml_line(exc: yaml.YAMLError) -> int:
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    return mark.line + 1 if mark is not None else 1
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    return str(getattr(exc, "problem", None) or exc)
