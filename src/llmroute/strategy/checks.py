@@ -19,12 +19,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import jinja2
 import jinja2.meta
 import jsonschema
 from jinja2.sandbox import SandboxedEnvironment
+from pydantic import AfterValidator
 
 from llmroute.errors import (
     InvalidRequest,
@@ -67,6 +68,18 @@ def compile_schema(schema: dict[str, Any]) -> jsonschema.protocols.Validator:
     except jsonschema.SchemaError as exc:
         raise ValueError(f"the JSON Schema does not compile: {exc.message}") from exc
     return jsonschema.Draft202012Validator(schema)
+
+
+def _compiled(schema: Any) -> Any:
+    """A schema field's validator: a given schema must compile (``request`` and None pass)."""
+    if isinstance(schema, dict):
+        compile_schema(schema)
+    return schema
+
+
+SchemaRef = Annotated[dict[str, Any] | Literal["request"] | None, AfterValidator(_compiled)]
+"""A strategy file's JSON Schema field: a schema (checked to compile at load), ``request``
+(the request's own ``response_format`` schema) or None."""
 
 
 def compile_template(text: str, allowed: frozenset[str] = TEMPLATE_NAMES) -> jinja2.Template:

@@ -49,6 +49,7 @@ from llmroute.strategy.answers import (
 )
 from llmroute.strategy.ballots import Answered, ask_voters
 from llmroute.strategy.checks import (
+    SchemaRef,
     compile_schema,
     compile_template,
     json_of,
@@ -96,17 +97,10 @@ class FusionSpec(StrategySpec):
     kind: Literal["fusion"]
     voters: tuple[VoterSpec, ...] = Field(min_length=2)
     combine: Literal["vote", "json", "judge"] = "vote"
-    json_schema: dict[str, Any] | Literal["request"] | None = None
+    json_schema: SchemaRef = None
     judge: PickSpec | None = None
     quorum: int | None = Field(None, ge=1)
     deadline_s: float = Field(30.0, gt=0)
-
-    @field_validator("json_schema")
-    @classmethod
-    def _schema_compiles(cls, schema: Any) -> Any:
-        if isinstance(schema, dict):
-            compile_schema(schema)
-        return schema
 
     @model_validator(mode="after")
     def _consistent(self) -> FusionSpec:

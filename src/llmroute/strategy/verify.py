@@ -29,6 +29,7 @@ from llmroute.strategy.checks import (
     SchemaCheck,
     Verdict,
     VerifierFault,
+    SchemaRef,
     compile_schema,
     compile_template,
 )
@@ -69,16 +70,9 @@ class CheckSpec(Strict):
     """Exactly one of ``json_schema`` (a JSON Schema, or ``request`` for the request's
     ``response_format`` schema), ``judge`` or ``logprob``."""
 
-    json_schema: dict[str, Any] | Literal["request"] | None = None
+    json_schema: SchemaRef = None
     judge: JudgeSpec | None = None
     logprob: LogprobSpec | None = None
-
-    @field_validator("json_schema")
-    @classmethod
-    def _schema_compiles(cls, schema: Any) -> Any:
-        if isinstance(schema, dict):
-            compile_schema(schema)
-        return schema
 
     @model_validator(mode="after")
     def _exactly_one(self) -> CheckSpec:
