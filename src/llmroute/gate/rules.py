@@ -38,6 +38,7 @@ import numpy as np
 
 from llmroute.errors import ConfigError
 from llmroute.gate.complexity import ComplexityScorer
+from llmroute.gate.compress import DOC_LINE_CHARS
 from llmroute.gate.constants import (
     DEFAULT_PRIOR,
     RULES_CHAT_MIN_TURNS,
@@ -69,6 +70,19 @@ _LANGS_ZH = (
     "英文|英语|中文|汉语|普通话|粤语|日文|日语|韩文|韩语|法文|法语|德文|德语|西班牙语|"
     "俄文|俄语|意大利语|葡萄牙语|阿拉伯语|文言文|白话文"
 )
+
+# Weak extraction evidence: field and entity nouns, "list/find all …". In a supplied text
+# (``scores(document=True)``) these (``DOCUMENT_WEAK_PATTERNS``) are read on the instruction
+# lines only, not the passage's long lines: an article or a product sheet is full of names,
+# dates and addresses whatever the request asks for.
+_EXTRACTION_LIST_ALL = (
+    r"\b(?:list|find|pull out|identify|get|pick out|return) (?:all|every|each)\b|"
+    r"\ball (?:the )?(?:names|dates|emails|email addresses|phone numbers|urls|links|"
+    r"entities|prices|amounts|people|places|organi[sz]ations|companies)\b")
+_EXTRACTION_NOUNS_EN = (r"\b(?:names?|dates?|email addresses|emails?|phone numbers?|addresses|"
+                        r"keywords|fields|entities)\b")
+_EXTRACTION_NOUNS_ZH = r"关键词|姓名|电话|邮箱|地址|日期"
+DOCUMENT_WEAK_PATTERNS = frozenset({_EXTRACTION_NOUNS_EN, _EXTRACTION_NOUNS_ZH})
 
 # intent → ((weight, pattern), …); English first, then Chinese.
 KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
@@ -158,16 +172,13 @@ KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
     )),
     ("extraction", (
         (3.0, r"\bextract(?:ion|ing|ed)?\b|\bnamed entit(?:y|ies)\b|\bparse out\b"),
-        (1.5, r"\b(?:list|find|pull out|identify|get|pick out|return) (?:all|every|each)\b|"
-              r"\ball (?:the )?(?:names|dates|emails|email addresses|phone numbers|urls|links|"
-              r"entities|prices|amounts|people|places|organi[sz]ations|companies)\b"),
+        (1.5, _EXTRACTION_LIST_ALL),
         (1.0, r"\b(?:as|in|into|to) (?:json|a table|csv|key-value pairs)\b|"
               r"\bstructured (?:data|output|format)\b"),
-        (0.5, r"\b(?:names?|dates?|email addresses|emails?|phone numbers?|addresses|keywords|"
-              r"fields|entities)\b"),
+        (0.5, _EXTRACTION_NOUNS_EN),
         (3.0, r"提取|抽取|抓取出|摘出|实体识别"),
-        (1.5, r"找出|列出(?:所有|全部|其中)|识别出|挑出|整理成(?:表格|json)|关键词|姓名|电话|邮箱|"
-              r"地址|日期"),
+        (1.5, r"找出|列出(?:所有|全部|其中)|识别出|挑出|整理成(?:表格|json)"),
+        (1.5, _EXTRACTION_NOUNS_ZH),
     )),
     ("classification", (
         (3.0, r"\b(?:classify|categori[sz]e)\b(?! (?:living|animals|plants|organisms|rocks|stars)\b)|"
@@ -260,6 +271,12 @@ def inspected_text(text: str) -> str:
     return unicodedata.normalize("NFKC", text)
 
 
+def instruction_lines(text: str) -> str:
+    """The lines of ``text`` shorter than ``DOC_LINE_CHARS`` (a supplied passage's paragraphs
+    are the long ones), joined by newlines; may be empty. Never raises."""
+    return "\n".join(line for line in text.splitlines() if len(line) < DOC_LINE_CHARS)
+
+
 def compile_rules(
     keywords: Sequence[tuple[str, Sequence[tuple[float, str]]]],
     extra: Mapping[str, Sequence[str]],
@@ -318,6 +335,7 @@ class RulesClassifier:
 
     def __init__(self, rules: Mapping[str, Sequence[str]] | None = None) -> None:
         self._rules = compile_rules(KEYWORDS, rules or {})
+        self._weak = tuple(p.pattern in DOCUMENT_WEAK_PATTERNS for _, _, p in self._rules)
         self._complexity = ComplexityScorer()
 
     def intent(self, request: ChatRequest) -> Intent:
@@ -333,14 +351,19 @@ class RulesClassifier:
         raw = np.fromiter((scores[k] for k in INTENTS), float, len(INTENTS))
         return make_intent(softmax(raw[None, :] / TEMPERATURE)[0], INTENTS, level, "rules")
 
-    def scores(self, request: ChatRequest, text: str | None = None) -> dict[str, float]:
+    def scores(self, request: ChatRequest, text: str | None = None,
+               document: bool = False) -> dict[str, float]:
         """Raw evidence per intent (every label in ``INTENTS``), prior included, before the
-        softmax. ``text`` is ``inspected_text(request.text)``, computed when not given."""
+        softmax. ``text`` is ``inspected_text(request.text)``, computed when not given;
+        ``document``: the request supplies a text to work on, so ``DOCUMENT_WEAK_PATTERNS``
+        are read on its ``instruction_lines`` only."""
         text = inspected_text(request.text) if text is None else text
         scores = dict.fromkeys(INTENTS, 0.0)
         scores[DEFAULT_INTENT] = DEFAULT_PRIOR
-        for intent, weight, pattern in self._rules:
-            scores[intent] += weight * count_distinct(pattern, text, MAX_DISTINCT_HITS)
+        own = instruction_lines(text) if document else text
+        for (intent, weight, pattern), weak in zip(self._rules, self._weak, strict=True):
+            seen = own if weak else text
+            scores[intent] += weight * count_distinct(pattern, seen, MAX_DISTINCT_HITS)
         for intent, weight in structure_evidence(request, text):
             scores[intent] += weight
         return scores

@@ -337,3 +337,17 @@ def test_verdict_conflict_and_runners_up() -> None:
 def test_intents_are_unique_and_include_default() -> None:
     assert len(set(INTENTS)) == len(INTENTS) == 12
     assert DEFAULT_INTENT in INTENTS
+
+
+def test_document_reads_weak_extraction_words_on_the_instruction_only() -> None:
+    """In a supplied text the field and entity nouns of the passage (names, dates, 姓名, 日期)
+    are the passage's, not the request's: with ``document`` they count only on the short
+    instruction lines; without it, over the whole text, as before."""
+    passage = ("该公司成立日期为1998年，创始人姓名为李明，地址在杭州，联系电话和邮箱见官网。" * 12)
+    text = f"请用一句话写一段宣传语：\n{passage}"
+    request = make_request(text)
+    rules = RulesClassifier()
+    assert rules.scores(request, text)["extraction"] > 0
+    assert rules.scores(request, text, document=True)["extraction"] == 0
+    asked = f"提取以下文本中的姓名和日期：\n{passage}"
+    assert rules.scores(make_request(asked), asked, document=True)["extraction"] > 3
