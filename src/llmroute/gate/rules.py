@@ -211,9 +211,9 @@ KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
               r"commercial|slogan|tagline|jingle|copy|product description|tweet|post|caption|"
               r"blurb|invitation|press release|announcement)\b"),
         (2.5, r"写一首|诗歌|诗词|小说|故事|歌词|剧本|散文|童话|寓言|作文|续写|对联|绝句|律诗|宋词|打油诗"),
-        (1.5, r"诗|写一篇|写一段|创作|编一个"),
+        (1.5, r"诗|写一篇|写一段|写一封|创作|编一个"),
         (2.0, r"写[^。\n]{0,12}(?:广告|文案|宣传语|广告词|软文|朋友圈|推文|海报|标语|口号|邀请函|贺词|"
-              r"致辞|欢送词|新闻稿|商品描述|产品描述)"),
+              r"致辞|欢送词|新闻稿|商品描述|产品描述|启事|感谢信|求职信|推荐信|倡议书|公开信)"),
     )),
     ("open_qa", (
         (1.5, r"\b(?:what (?:is|are|was|were|does|do)|what's|who (?:is|was|were|invented|wrote|"

@@ -105,6 +105,8 @@ LABEL_CASES = [
     ("creative-en-story", "creative_writing", False,
      "Write a short story about a robot who learns to paint"),
     ("creative-zh-novel", "creative_writing", False, "帮我写一篇科幻小说的开头"),
+    ("creative-zh-notice", "creative_writing", False,
+     "根据以下信息写一封招聘启事：职位：后端工程师；要求：熟悉Java和MySQL；地点：苏州"),
     ("brainstorming-en-party", "brainstorming", False, "Give me 10 ideas for a birthday party"),
     ("brainstorming-zh-names", "brainstorming", False, "帮我头脑风暴一下新产品的名字"),
     ("brainstorming-zh-weekend", "brainstorming", False, "给我几个周末活动的点子"),
