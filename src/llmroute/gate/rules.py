@@ -191,7 +191,8 @@ KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
         (1.5, r"\bis this (?:a |an )?(?:piece of )?(?:news|review|article|text|message|tweet|"
               r"email|comment)\b"),
         (0.75, r"\b(?:category|categories|labels?|topic|genre|toxic|spam|rating)\b"),
-        (3.0, r"(?:请|帮我|给|对|将|把)[^。？?\n]{0,30}(?:分类|归类)|(?:分类|归类)(?:一下|为|成|到)|"
+        (3.0, r"(?:请|帮我|给|对|将|把)[^。？?\n]{0,30}(?:分类|归类)(?!介绍|讲解|讲讲|说明|列举|阐述|概述)|"
+              r"(?:分类|归类)(?:一下|为|成|到)|"
               r"(?:分类|归类|类别)[:：]|情感|情绪倾向"),
         (1.0, r"分类|归类|类别"),
         (1.5, r"正面还是负面|积极还是消极|属于哪一?(?:类|个类别|种)|打标签|判断.{0,20}(?:是否|还是)|"

@@ -98,6 +98,7 @@ LABEL_CASES = [
      "Classify the sentiment of this review as positive or negative: The food was"
      " cold."),
     ("classification-zh-sentiment", "classification", False, "判断这条评论的情感是正面还是负面：服务太差了"),
+    ("open-qa-zh-kinds", "open_qa", False, "请分类介绍一下常见的岩石有哪几种"),
     ("classification-en-spam", "classification", False,
      "Is this email spam or not? 'You won a free cruise, click here'"),
     ("creative-en-poem", "creative_writing", False, "Write a poem about autumn"),
