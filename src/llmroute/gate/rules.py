@@ -82,7 +82,7 @@ _EXTRACTION_LIST_ALL = (
 _EXTRACTION_NOUNS_EN = (r"\b(?:names?|dates?|email addresses|emails?|phone numbers?|addresses|"
                         r"keywords|fields|entities)\b")
 _EXTRACTION_NOUNS_ZH = r"关键词|姓名|电话|邮箱|地址|日期"
-DOCUMENT_WEAK_PATTERNS = frozenset({_EXTRACTION_NOUNS_EN, _EXTRACTION_NOUNS_ZH})
+DOCUMENT_WEAK_PATTERNS = frozenset({_EXTRACTION_LIST_ALL, _EXTRACTION_NOUNS_EN, _EXTRACTION_NOUNS_ZH})
 
 # intent → ((weight, pattern), …); English first, then Chinese.
 KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
