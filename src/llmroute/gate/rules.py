@@ -234,6 +234,7 @@ KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
         (1.5, r"为什么|如何|是怎么|是怎样|原理|有什么区别|有什么不同|的区别|回答以下问题|"
               r"回答下面的问题|回答下列问题|请回答"),
         (0.75, r"有哪些"),
+        (1.0, r"\b(?:what|which) (?!if\b)[a-z]+ (?:did|was|were|is|are) [^?\n]{1,80}\?"),
     )),
     ("chat", (
         (2.5, r"^\s*(?:hi|hello|hey|hiya|yo|howdy|greetings|good (?:morning|afternoon|evening))\b"),
@@ -242,7 +243,7 @@ KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
         (2.0, r"\b(?:pretend (?:you are|you're|to be)|act as|you are now|role-?play|"
               r"let'?s (?:chat|talk)|talk to me|chat with me|i feel|i'm feeling|i am feeling|"
               r"i'm (?:sad|bored|lonely|happy|tired))\b"),
-        (2.5, r"^\s*(?:你好|您好|嗨|哈喽|早上好|晚上好|晚安|在吗)"),
+        (2.5, r"^\s*(?:你好|您好|嗨|哈喽|早上好|中午好|下午好|晚上好|晚安|在吗)"),
         (2.0, r"你好|您好|谢谢|再见|扮演|假装你是|你现在是|角色扮演|聊聊|聊天|陪我|最近怎么样|过得怎么样|"
               r"心情|无聊|哈哈"),
     )),
