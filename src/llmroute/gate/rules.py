@@ -191,7 +191,7 @@ KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
         (1.5, r"\bis this (?:a |an )?(?:piece of )?(?:news|review|article|text|message|tweet|"
               r"email|comment)\b"),
         (0.75, r"\b(?:category|categories|labels?|topic|genre|toxic|spam|rating)\b"),
-        (3.0, r"(?:请|帮我|给|对|将|把)[^。？?\n]{0,30}(?:分类|归类)(?!介绍|讲解|讲讲|说明|列举|阐述|概述)|"
+        (3.0, r"(?<!如何)(?<!怎么)(?<!怎样)(?:请|帮我|给|对|将|把)[^。？?\n]{0,30}(?:分类|归类)(?!介绍|讲解|讲讲|说明|列举|阐述|概述)|"
               r"(?:分类|归类)(?:一下|为|成|到)|"
               r"(?:分类|归类|类别)[:：]|情感|情绪倾向"),
         (1.0, r"分类|归类|类别"),
