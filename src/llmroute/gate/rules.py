@@ -127,10 +127,10 @@ KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
         (2.0, r"\b(?:argument|reasoning|logic) (?:seems|is|sounds|looks) (?:off|wrong|flawed|weak)\b|"
               r"\bflaws? in (?:the|this|that|his|her|their) (?:argument|reasoning|logic)\b|"
               r"\bis (?:this|that|the) (?:argument|reasoning) (?:valid|sound)\b"),
-        (2.5, r"\b(?:pros and cons|trade-?offs?|compare and contrast|what would happen if|"
+        (2.5, r"\b(?:pros and cons|trade-?offs?|what would happen if|"
               r"what if|does it follow|what (?:can|could|may) (?:we|you|i) conclude|"
               r"what follows)\b"),
-        (0.75, r"\b(?:explain|analy[sz]e|evaluate|compare|because|therefore|hence|assume|"
+        (0.75, r"\b(?:explain|analy[sz]e|evaluate|because|therefore|hence|assume|"
                r"suppose)\b|\bif\b[^.?!\n]{1,80}\bthen\b"),
         (2.0, r"推理|证明|逻辑|一步一步|一步步|逐步|推导|论证|悖论|谜题|能推出|推出什么|"
               r"说真话|说假话|说谎|假如|会发生什么|会怎样|怎么安排"),
@@ -233,7 +233,7 @@ KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
               r"categori[sz]ed)\b|\banswer (?:the following|this|the) question\b"),
         (1.5, r"为什么|如何|是怎么|是怎样|原理|有什么区别|有什么不同|的区别|回答以下问题|"
               r"回答下面的问题|回答下列问题|请回答"),
-        (0.75, r"有哪些"),
+        (0.75, r"有哪些|\bcompare(?: and contrast)?\b"),
         (1.0, r"\b(?:what|which) (?!if\b)[a-z]+ (?:did|was|were|is|are) [^?\n]{1,80}\?"),
     )),
     ("chat", (

@@ -103,6 +103,7 @@ LABEL_CASES = [
      "Which river did the Romans cross when the civil war began?"),
     ("chat-zh-afternoon", "chat", False, "中午好呀，吃了没"),
     ("open-qa-zh-how-classified", "open_qa", False, "植物学上如何对蕨类植物进行分类？"),
+    ("open-qa-en-compare", "open_qa", False, "Compare and contrast lichens and mosses."),
     ("classification-en-spam", "classification", False,
      "Is this email spam or not? 'You won a free cruise, click here'"),
     ("creative-en-poem", "creative_writing", False, "Write a poem about autumn"),
