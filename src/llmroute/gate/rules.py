@@ -38,6 +38,7 @@ import numpy as np
 
 from llmroute.errors import ConfigError
 from llmroute.gate.complexity import ComplexityScorer
+from llmroute.gate.compress import DOC_LINE_CHARS
 from llmroute.gate.constants import (
     DEFAULT_PRIOR,
     RULES_CHAT_MIN_TURNS,
@@ -69,6 +70,19 @@ _LANGS_ZH = (
     "英文|英语|中文|汉语|普通话|粤语|日文|日语|韩文|韩语|法文|法语|德文|德语|西班牙语|"
     "俄文|俄语|意大利语|葡萄牙语|阿拉伯语|文言文|白话文"
 )
+
+# Weak extraction evidence: field and entity nouns, "list/find all …". In a supplied text
+# (``scores(document=True)``) these (``DOCUMENT_WEAK_PATTERNS``) are read on the instruction
+# lines only, not the passage's long lines: an article or a product sheet is full of names,
+# dates and addresses whatever the request asks for.
+_EXTRACTION_LIST_ALL = (
+    r"\b(?:list|find|pull out|identify|get|pick out|return) (?:all|every|each)\b|"
+    r"\ball (?:the )?(?:names|dates|emails|email addresses|phone numbers|urls|links|"
+    r"entities|prices|amounts|people|places|organi[sz]ations|companies)\b")
+_EXTRACTION_NOUNS_EN = (r"\b(?:names?|dates?|email addresses|emails?|phone numbers?|addresses|"
+                        r"keywords|fields|entities)\b")
+_EXTRACTION_NOUNS_ZH = r"关键词|姓名|电话|邮箱|地址|日期"
+DOCUMENT_WEAK_PATTERNS = frozenset({_EXTRACTION_LIST_ALL, _EXTRACTION_NOUNS_EN, _EXTRACTION_NOUNS_ZH})
 
 # intent → ((weight, pattern), …); English first, then Chinese.
 KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
@@ -113,10 +127,10 @@ KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
         (2.0, r"\b(?:argument|reasoning|logic) (?:seems|is|sounds|looks) (?:off|wrong|flawed|weak)\b|"
               r"\bflaws? in (?:the|this|that|his|her|their) (?:argument|reasoning|logic)\b|"
               r"\bis (?:this|that|the) (?:argument|reasoning) (?:valid|sound)\b"),
-        (2.5, r"\b(?:pros and cons|trade-?offs?|compare and contrast|what would happen if|"
+        (2.5, r"\b(?:pros and cons|trade-?offs?|what would happen if|"
               r"what if|does it follow|what (?:can|could|may) (?:we|you|i) conclude|"
               r"what follows)\b"),
-        (0.75, r"\b(?:explain|analy[sz]e|evaluate|compare|because|therefore|hence|assume|"
+        (0.75, r"\b(?:explain|analy[sz]e|evaluate|because|therefore|hence|assume|"
                r"suppose)\b|\bif\b[^.?!\n]{1,80}\bthen\b"),
         (2.0, r"推理|证明|逻辑|一步一步|一步步|逐步|推导|论证|悖论|谜题|能推出|推出什么|"
               r"说真话|说假话|说谎|假如|会发生什么|会怎样|怎么安排"),
@@ -158,16 +172,13 @@ KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
     )),
     ("extraction", (
         (3.0, r"\bextract(?:ion|ing|ed)?\b|\bnamed entit(?:y|ies)\b|\bparse out\b"),
-        (1.5, r"\b(?:list|find|pull out|identify|get|pick out|return) (?:all|every|each)\b|"
-              r"\ball (?:the )?(?:names|dates|emails|email addresses|phone numbers|urls|links|"
-              r"entities|prices|amounts|people|places|organi[sz]ations|companies)\b"),
+        (1.5, _EXTRACTION_LIST_ALL),
         (1.0, r"\b(?:as|in|into|to) (?:json|a table|csv|key-value pairs)\b|"
               r"\bstructured (?:data|output|format)\b"),
-        (0.5, r"\b(?:names?|dates?|email addresses|emails?|phone numbers?|addresses|keywords|"
-              r"fields|entities)\b"),
+        (0.5, _EXTRACTION_NOUNS_EN),
         (3.0, r"提取|抽取|抓取出|摘出|实体识别"),
-        (1.5, r"找出|列出(?:所有|全部|其中)|识别出|挑出|整理成(?:表格|json)|关键词|姓名|电话|邮箱|"
-              r"地址|日期"),
+        (1.5, r"找出|列出(?:所有|全部|其中)|识别出|挑出|整理成(?:表格|json)"),
+        (1.5, _EXTRACTION_NOUNS_ZH),
     )),
     ("classification", (
         (3.0, r"\b(?:classify|categori[sz]e)\b(?! (?:living|animals|plants|organisms|rocks|stars)\b)|"
@@ -180,7 +191,8 @@ KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
         (1.5, r"\bis this (?:a |an )?(?:piece of )?(?:news|review|article|text|message|tweet|"
               r"email|comment)\b"),
         (0.75, r"\b(?:category|categories|labels?|topic|genre|toxic|spam|rating)\b"),
-        (3.0, r"(?:请|帮我|给|对|将|把)[^。？?\n]{0,30}(?:分类|归类)|(?:分类|归类)(?:一下|为|成|到)|"
+        (3.0, r"(?<!如何)(?<!怎么)(?<!怎样)(?:请|帮我|给|对|将|把)[^。？?\n]{0,30}(?:分类|归类)(?!介绍|讲解|讲讲|说明|列举|阐述|概述)|"
+              r"(?:分类|归类)(?:一下|为|成|到)|"
               r"(?:分类|归类|类别)[:：]|情感|情绪倾向"),
         (1.0, r"分类|归类|类别"),
         (1.5, r"正面还是负面|积极还是消极|属于哪一?(?:类|个类别|种)|打标签|判断.{0,20}(?:是否|还是)|"
@@ -200,9 +212,9 @@ KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
               r"commercial|slogan|tagline|jingle|copy|product description|tweet|post|caption|"
               r"blurb|invitation|press release|announcement)\b"),
         (2.5, r"写一首|诗歌|诗词|小说|故事|歌词|剧本|散文|童话|寓言|作文|续写|对联|绝句|律诗|宋词|打油诗"),
-        (1.5, r"诗|写一篇|写一段|创作|编一个"),
+        (1.5, r"诗|写一篇|写一段|写一封|创作|编一个"),
         (2.0, r"写[^。\n]{0,12}(?:广告|文案|宣传语|广告词|软文|朋友圈|推文|海报|标语|口号|邀请函|贺词|"
-              r"致辞|欢送词|新闻稿|商品描述|产品描述)"),
+              r"致辞|欢送词|新闻稿|商品描述|产品描述|启事|感谢信|求职信|推荐信|倡议书|公开信)"),
     )),
     ("open_qa", (
         (1.5, r"\b(?:what (?:is|are|was|were|does|do)|what's|who (?:is|was|were|invented|wrote|"
@@ -221,7 +233,8 @@ KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
               r"categori[sz]ed)\b|\banswer (?:the following|this|the) question\b"),
         (1.5, r"为什么|如何|是怎么|是怎样|原理|有什么区别|有什么不同|的区别|回答以下问题|"
               r"回答下面的问题|回答下列问题|请回答"),
-        (0.75, r"有哪些"),
+        (0.75, r"有哪些|\bcompare(?: and contrast)?\b"),
+        (1.0, r"\b(?:what|which) (?!if\b)[a-z]+ (?:did|was|were|is|are) [^?\n]{1,80}\?"),
     )),
     ("chat", (
         (2.5, r"^\s*(?:hi|hello|hey|hiya|yo|howdy|greetings|good (?:morning|afternoon|evening))\b"),
@@ -230,7 +243,7 @@ KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
         (2.0, r"\b(?:pretend (?:you are|you're|to be)|act as|you are now|role-?play|"
               r"let'?s (?:chat|talk)|talk to me|chat with me|i feel|i'm feeling|i am feeling|"
               r"i'm (?:sad|bored|lonely|happy|tired))\b"),
-        (2.5, r"^\s*(?:你好|您好|嗨|哈喽|早上好|晚上好|晚安|在吗)"),
+        (2.5, r"^\s*(?:你好|您好|嗨|哈喽|早上好|中午好|下午好|晚上好|晚安|在吗)"),
         (2.0, r"你好|您好|谢谢|再见|扮演|假装你是|你现在是|角色扮演|聊聊|聊天|陪我|最近怎么样|过得怎么样|"
               r"心情|无聊|哈哈"),
     )),
@@ -258,6 +271,12 @@ def inspected_text(text: str) -> str:
     if len(text) > RULES_HEAD_CHARS + RULES_TAIL_CHARS:
         text = text[:RULES_HEAD_CHARS] + "\n" + text[-RULES_TAIL_CHARS:]
     return unicodedata.normalize("NFKC", text)
+
+
+def instruction_lines(text: str) -> str:
+    """The lines of ``text`` shorter than ``DOC_LINE_CHARS`` (a supplied passage's paragraphs
+    are the long ones), joined by newlines; may be empty. Never raises."""
+    return "\n".join(line for line in text.splitlines() if len(line) < DOC_LINE_CHARS)
 
 
 def compile_rules(
@@ -318,6 +337,7 @@ class RulesClassifier:
 
     def __init__(self, rules: Mapping[str, Sequence[str]] | None = None) -> None:
         self._rules = compile_rules(KEYWORDS, rules or {})
+        self._weak = tuple(p.pattern in DOCUMENT_WEAK_PATTERNS for _, _, p in self._rules)
         self._complexity = ComplexityScorer()
 
     def intent(self, request: ChatRequest) -> Intent:
@@ -333,14 +353,19 @@ class RulesClassifier:
         raw = np.fromiter((scores[k] for k in INTENTS), float, len(INTENTS))
         return make_intent(softmax(raw[None, :] / TEMPERATURE)[0], INTENTS, level, "rules")
 
-    def scores(self, request: ChatRequest, text: str | None = None) -> dict[str, float]:
+    def scores(self, request: ChatRequest, text: str | None = None,
+               document: bool = False) -> dict[str, float]:
         """Raw evidence per intent (every label in ``INTENTS``), prior included, before the
-        softmax. ``text`` is ``inspected_text(request.text)``, computed when not given."""
+        softmax. ``text`` is ``inspected_text(request.text)``, computed when not given;
+        ``document``: the request supplies a text to work on, so ``DOCUMENT_WEAK_PATTERNS``
+        are read on its ``instruction_lines`` only."""
         text = inspected_text(request.text) if text is None else text
         scores = dict.fromkeys(INTENTS, 0.0)
         scores[DEFAULT_INTENT] = DEFAULT_PRIOR
-        for intent, weight, pattern in self._rules:
-            scores[intent] += weight * count_distinct(pattern, text, MAX_DISTINCT_HITS)
+        own = instruction_lines(text) if document else text
+        for (intent, weight, pattern), weak in zip(self._rules, self._weak, strict=True):
+            seen = own if weak else text
+            scores[intent] += weight * count_distinct(pattern, seen, MAX_DISTINCT_HITS)
         for intent, weight in structure_evidence(request, text):
             scores[intent] += weight
         return scores

@@ -202,7 +202,7 @@ class SemanticGate:
     def _first(self, c: Compressed, request: ChatRequest) -> _Scored | tuple[_Scored, ChatRequest]:
         """First stage; returns the final answer, or ``(first, request)`` to ask the encoder."""
         assert self.model is not None
-        scores = self._rules.scores(request, c.text)
+        scores = self._rules.scores(request, c.text, c.document)
         p = first_stage(self.model.fast_proba(c.text), scores, self.model.classes, c)
         scored = _Scored(p, self._level(c, request, scores), "fast")
         if (p.max() >= self.cfg.second_opinion_below or self.model.encoder is None or c.pasted

@@ -36,11 +36,12 @@ overrides, and the verdict's confidence, runners-up, entropy, conflict and compo
   knowledge questions stay open_qa); a label set offered in the prompt
   (``Compressed.choices``: ``Options:``, ``Categories:``, 选项：…) → ``classification``
   +1.5; and for a supplied text (``Compressed.document``, any number of turns) the rules'
-  keyword evidence for reasoning, open_qa and math (``DOCUMENT_KEYWORD_INTENTS``) is held at
-  the prior (``DOCUMENT_KEYWORD_CAP``, 0): the rules count why/because/prove/为什么, question
-  words and numbers over the whole text, and in a passage, review or article those are its
-  author's, not the request's (reviews "explaining why" a film fails came out reasoning,
-  questions on articles full of figures came out math). Unlike a reasoning term for
+  keyword evidence for reasoning, open_qa, math and brainstorming (``DOCUMENT_KEYWORD_INTENTS``)
+  is held at the prior (``DOCUMENT_KEYWORD_CAP``, 0): the rules count why/because/prove/为什么,
+  question words, numbers and idea/brainstorm words over the whole text, and in a passage,
+  review or article those are its author's, not the request's (reviews "explaining why" a
+  film fails came out reasoning, questions on articles full of figures came out math, chat
+  logs and meeting transcripts about "ideas" to be summarised came out brainstorming). Unlike a reasoning term for
   supplied passages (tried and left out: it turned a puzzle stated as a passage into
   extraction), this removes only keyword counts; the n-gram head and MiniLM still read the
   instruction. The heads see few prompts with tools or many turns, so these are stated
@@ -99,7 +100,7 @@ PASTED_CHAT_PENALTY = -3.0
 PASTED_REASONING_PENALTY = -2.0
 DOCUMENT_OPEN_QA_PENALTY = -3.0
 DOCUMENT_KEYWORD_CAP = 0.0
-DOCUMENT_KEYWORD_INTENTS = ("reasoning", "open_qa", "math")
+DOCUMENT_KEYWORD_INTENTS = ("reasoning", "open_qa", "math", "brainstorming")
 CHOICES_BOOST = 1.5
 ENCODER_WEIGHT = 0.5
 ENCODER_MIN_WEIGHT = 0.1
@@ -128,10 +129,10 @@ def rules_log_proba(rules_scores: Mapping[str, float], classes: Sequence[str],
     """Log-softmax of the rules' raw scores over ``classes``; for pasted material in a single
     turn the ``chat`` score is held at its prior (the speakers' greetings are not the user's),
     and for a supplied text (``Compressed.document``) the scores of ``DOCUMENT_KEYWORD_INTENTS``
-    (reasoning, open_qa, math) are held at ``DOCUMENT_KEYWORD_CAP`` (0, the prior of every
-    intent but chat): the rules count their keywords (why, because, prove, 为什么; what/who/
-    when; numbers, percent, how many, 多少) over the whole text, and in a passage, review or
-    article those are its author's, not the request's."""
+    (reasoning, open_qa, math, brainstorming) are held at ``DOCUMENT_KEYWORD_CAP`` (0, the
+    prior of every intent but chat): the rules count their keywords (why, because, prove,
+    为什么; what/who/when; numbers, percent, how many, 多少; ideas, brainstorm) over the whole
+    text, and in a passage, review or article those are its author's, not the request's."""
     raw = np.array([rules_scores.get(k, 0.0) for k in classes])
     index = {label: i for i, label in enumerate(classes)}
     if c.pasted and c.turns == 1 and "chat" in index:

@@ -98,6 +98,12 @@ LABEL_CASES = [
      "Classify the sentiment of this review as positive or negative: The food was"
      " cold."),
     ("classification-zh-sentiment", "classification", False, "判断这条评论的情感是正面还是负面：服务太差了"),
+    ("open-qa-zh-kinds", "open_qa", False, "请分类介绍一下常见的岩石有哪几种"),
+    ("open-qa-en-what-noun-did", "open_qa", False,
+     "Which river did the Romans cross when the civil war began?"),
+    ("chat-zh-afternoon", "chat", False, "中午好呀，吃了没"),
+    ("open-qa-zh-how-classified", "open_qa", False, "植物学上如何对蕨类植物进行分类？"),
+    ("open-qa-en-compare", "open_qa", False, "Compare and contrast lichens and mosses."),
     ("classification-en-spam", "classification", False,
      "Is this email spam or not? 'You won a free cruise, click here'"),
     ("creative-en-poem", "creative_writing", False, "Write a poem about autumn"),
@@ -105,6 +111,8 @@ LABEL_CASES = [
     ("creative-en-story", "creative_writing", False,
      "Write a short story about a robot who learns to paint"),
     ("creative-zh-novel", "creative_writing", False, "帮我写一篇科幻小说的开头"),
+    ("creative-zh-notice", "creative_writing", False,
+     "根据以下信息写一封招聘启事：职位：后端工程师；要求：熟悉Java和MySQL；地点：苏州"),
     ("brainstorming-en-party", "brainstorming", False, "Give me 10 ideas for a birthday party"),
     ("brainstorming-zh-names", "brainstorming", False, "帮我头脑风暴一下新产品的名字"),
     ("brainstorming-zh-weekend", "brainstorming", False, "给我几个周末活动的点子"),
@@ -337,3 +345,17 @@ def test_verdict_conflict_and_runners_up() -> None:
 def test_intents_are_unique_and_include_default() -> None:
     assert len(set(INTENTS)) == len(INTENTS) == 12
     assert DEFAULT_INTENT in INTENTS
+
+
+def test_document_reads_weak_extraction_words_on_the_instruction_only() -> None:
+    """In a supplied text the field and entity nouns of the passage (names, dates, 姓名, 日期)
+    are the passage's, not the request's: with ``document`` they count only on the short
+    instruction lines; without it, over the whole text, as before."""
+    passage = ("该公司成立日期为1998年，创始人姓名为李明，地址在杭州，联系电话和邮箱见官网。" * 12)
+    text = f"请用一句话写一段宣传语：\n{passage}"
+    request = make_request(text)
+    rules = RulesClassifier()
+    assert rules.scores(request, text)["extraction"] > 0
+    assert rules.scores(request, text, document=True)["extraction"] == 0
+    asked = f"提取以下文本中的姓名和日期：\n{passage}"
+    assert rules.scores(make_request(asked), asked, document=True)["extraction"] > 3

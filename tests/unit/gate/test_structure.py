@@ -279,3 +279,14 @@ async def test_because_and_why_wording_alone_does_not_make_reasoning(gate: Seman
     """A stated cause in a factual question, a why-headline to label and a narrative word
     problem keep their intents; premises plus a question about what follows is reasoning."""
     assert (await gate.classify(prompt_request(text))).label == label
+
+
+def test_the_ideas_of_a_supplied_chat_log_are_not_brainstorming_keywords() -> None:
+    """A chat log or transcript to summarise that talks about "ideas" and "brainstorming" is
+    the speakers' talk: the rules' brainstorming evidence is held at the prior, while the
+    same words as the request itself still count."""
+    log = "\n".join(["Leo: any ideas for the weekend?", "Jess: let's brainstorm some ideas",
+                     "Leo: suggestions welcome, tips for hiking?", "Jess: good idea"] * 3)
+    supplied = stage(f"Summarise this dialogue:\n{log}")
+    own = stage("Brainstorm some ideas for a weekend trip, any suggestions?")
+    assert supplied["brainstorming"] < 0.1 < own["brainstorming"]
