@@ -5,6 +5,9 @@ record in ``/debug/strategies``, and the loader's refusals."""
 from __future__ import annotations
 
 import asyncio
+import http.server
+import json
+import threading
 import time
 
 import pytest
@@ -12,6 +15,8 @@ import pytest
 from fakes.router import open_router, strategy_config
 from fakes.upstream import serve_upstream
 from llmroute.api.wire import parse_chat
+from llmroute.cli.compare import rollout
+from llmroute.cli.main import main
 from llmroute.errors import ConfigError
 from llmroute.strategy.triggers import Asker
 from llmroute.types import Intent
@@ -171,3 +176,53 @@ def test_the_loader_refuses_bad_arms(tmp_path, loader, main, field, message):
         loader.load_dir(files)
     assert f"main.yaml:" in caught.value.message and field in caught.value.message
     assert message in caught.value.message
+
+
+def arm_row(role, p95, error_rate=0.0, quality=None, requests=100):
+    return {"role": role, "requests": requests, "errors": int(error_rate * requests),
+            "error_rate": error_rate, "p95_ms": p95, "quality": quality, "dropped": 0}
+
+
+@pytest.mark.parametrize(("cand", "holds", "words"), [
+    (arm_row("candidate", 110.0), True, "no quality signal"),
+    (arm_row("candidate", 116.0), False, "P95 +16.0%"),
+    (arm_row("candidate", 90.0, error_rate=0.02), False, "error rate 2.00% vs 1.00%"),
+    (arm_row("candidate", None), False, "no latency"),
+])
+def test_the_rollout_rule(cand, holds, words):
+    ok, reasons = rollout(arm_row("baseline", 100.0, error_rate=0.01), cand)
+    assert ok is holds and words in "; ".join(reasons)
+
+
+def test_quality_counts_only_where_both_arms_were_verified():
+    base = arm_row("baseline", 100.0, quality=0.9)
+    assert rollout(base, arm_row("candidate", 100.0, quality=0.88))[0] is True
+    ok, reasons = rollout(base, arm_row("candidate", 100.0, quality=0.86))
+    assert ok is False and "quality -4.0%" in reasons[-1]
+
+
+def test_compare_prints_the_arms_side_by_side(capsys):
+    trials = {"ab": {"kind": "split", "arms": {"arm-a": arm_row("baseline", 100.0),
+                                               "arm-b": arm_row("candidate", 130.0)}}}
+    payload = json.dumps({"trials": trials}).encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the http.server hook
+            self.send_response(200 if self.path == "/debug/strategies" else 404)
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        code = main(["strategy", "compare", "--url",
+                     f"http://127.0.0.1:{server.server_address[1]}"])
+    finally:
+        server.shutdown()
+    out = capsys.readouterr().out
+    assert code == 1 and "ab (split)" in out and "rollout rule FAILS" in out
+    assert "arm-a" in out and "130.0" in out and "no quality signal" in out
+    assert main(["strategy", "compare", "--url", "http://127.0.0.1:9"]) == 2
