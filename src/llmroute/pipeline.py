@@ -7,8 +7,7 @@ The layers never call each other; every step gets what it needs as arguments.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 from llmroute import dispatch
@@ -20,36 +19,18 @@ from llmroute.policy.auth import Caller
 from llmroute.policy.priority import PriorityClass, PriorityGate
 from llmroute.policy.counting import context_limit, too_long
 from llmroute.policy.usage import Metered, answer_tokens
+from llmroute.routed import Decision, Routed
 from llmroute.runtime import Runtime
-from llmroute.strategy.answers import replay
+from llmroute.strategy.answers import non_streamed, replay
 from llmroute.strategy.protocol import NO_HEADERS, Matched, Run, Runner
 from llmroute.strategy.snapshot import BUILTIN_ID, Entry, StrategySet
+from llmroute.strategy.trials import verified
+from llmroute.strategy.triggers import NOBODY, Asker
 from llmroute.types import Backend, Candidate, ChatRequest, Intent, RoutePlan
-
-
-@dataclass(frozen=True)
-class Routed:
-    """The answer: routing ``headers`` plus a JSON ``body`` or an SSE byte ``stream``."""
-
-    headers: dict[str, str]
-    body: dict[str, Any] | None = None
-    stream: AsyncIterator[bytes] | None = None
-
 
 Server = Callable[[Runtime, ChatRequest, Caller | None, Mapping[str, str], Recorder | None],
                   Awaitable[Routed]]
 """How ``route`` serves an admitted request: ``serve`` (chat, completions) by default."""
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What the router would do for a request, without sending it; ``strategy`` is the
-    strategy that planned it (and the strategy set it was matched against)."""
-
-    intent: Intent
-    plan: RoutePlan
-    candidates: list[Candidate]
-    strategy: Matched
 
 
 async def decide(rt: Runtime, request: ChatRequest, intent: Intent | None = None, *,
@@ -61,12 +42,31 @@ async def decide(rt: Runtime, request: ChatRequest, intent: Intent | None = None
 
 
 def settle(rt: Runtime, request: ChatRequest, intent: Intent, *, explain: bool = True,
-           headers: Mapping[str, str] = NO_HEADERS, trace: Recorder | None = None
-           ) -> Decision:
-    """Strategy (matched on the request, its ``intent`` and ``headers``) and anchor, each
-    noted in ``trace``; ``explain``: see ``rank``. Raises ModelNotFound or
-    ContextLengthExceeded."""
-    matched = rt.strategy.choose(request, intent, headers)
+           headers: Mapping[str, str] = NO_HEADERS, trace: Recorder | None = None,
+           caller: Caller | None = None) -> Decision:
+    """Strategy (matched on the request, its ``intent``, ``headers`` and ``asker_of`` the
+    ``caller``) and anchor, each noted in ``trace``; ``explain``: see ``rank``. Raises
+    ModelNotFound or ContextLengthExceeded."""
+    matched = rt.strategy.choose(request, intent, headers, asker_of(rt, caller, headers))
+    return decision(rt, request, intent, matched, explain, trace)
+
+
+def asker_of(rt: Runtime, caller: Caller | None, headers: Mapping[str, str]) -> Asker | None:
+    """Who the tenant / API-key / priority-class triggers read: with auth on, the
+    authenticated ``caller`` (``NOBODY`` without one; never the request headers), its
+    priority class as ``rt.priority`` classifies it; with auth off, None (the headers)."""
+    if rt.policy is None:
+        return None
+    if caller is None:
+        return NOBODY
+    klass = caller.key.priority if rt.priority is None \
+        else rt.priority.classify(caller.key, headers).name
+    return Asker(caller.tenant.id, caller.key.name, klass, caller.key.id)
+
+
+def decision(rt: Runtime, request: ChatRequest, intent: Intent, matched: Matched,
+             explain: bool = False, trace: Recorder | None = None) -> Decision:
+    """The Decision of ``matched``: its plan ranked by the anchor (see ``settle``)."""
     plan = matched.plan
     if trace is not None:
         trace.strategy(matched.header, matched.kind, plan.pool)
@@ -161,9 +161,20 @@ async def serve(rt: Runtime, request: ChatRequest, caller: Caller | None = None,
         request = await rt.tokens.measure(request, context_limit(caller), trace)
     intent = await rt.gate.classify(request)
     timing = server_timing(trace.gate(intent))
-    d = settle(rt, request, intent, explain=False, headers=headers, trace=trace)
-    if caller is not None and d.strategy.strategy_id != BUILTIN_ID:
-        caller.check_strategy(d.strategy.strategy_id)  # 403 before any engine
+    d = settle(rt, request, intent, explain=False, headers=headers, trace=trace,
+               caller=caller)
+    trial = d.strategy.trial
+    if caller is not None and d.strategy.strategy_id != BUILTIN_ID:  # 403 before any engine
+        caller.check_strategy(d.strategy.strategy_id if trial is None else trial.strategy_id)
+    if trial is not None:
+        return await _tried(rt, request, d, caller, trace, timing)
+    return await _decided(rt, request, d, caller, trace, timing)
+
+
+async def _decided(rt: Runtime, request: ChatRequest, d: Decision, caller: Caller | None,
+                   trace: Recorder, timing: dict[str, str]) -> Routed:
+    """``d`` served: by its strategy's runner, else by dispatch (see ``serve``)."""
+    screen = rt.content_filter
     if d.strategy.runner is not None:
         return await run_strategy(rt, request, d, caller, trace, timing)
     if caller is not None:
@@ -179,6 +190,41 @@ async def serve(rt: Runtime, request: ChatRequest, caller: Caller | None = None,
         body = screen.answer(request, body, trace)
     trace.answered(body)
     return Routed(route_headers(request, d, backend) | timing, body=body)
+
+
+async def _tried(rt: Runtime, request: ChatRequest, d: Decision, caller: Caller | None,
+                 trace: Recorder, timing: dict[str, str]) -> Routed:
+    """A split's or shadow's arm serves ``d``, its time and outcome recorded in
+    ``rt.strategy.trials`` (a stream's at its end); a shadow's copy is sent first."""
+    trial, stats = d.strategy.trial, rt.strategy.trials
+    assert trial is not None
+    trace.step("trial", strategy=trial.header, arm=trial.arm)
+    if trial.shadow is not None:
+        copy = _shadow_copy(rt, request, d, trial.shadow, caller)
+        sent = stats.send(trial.strategy_id, trial.shadow.spec.strategy_id,
+                          trial.max_in_flight, copy, verified)
+        trace.step("shadow", to=trial.shadow.header, sent=sent)
+    t0 = stats.clock()
+    routed = await stats.timed(trial.strategy_id, trial.arm, _decided(
+        rt, request, d, caller, trace, timing), verified, final=lambda r: r.stream is None)
+    headers = routed.headers | {"x-llmroute-trial": trial.header, "x-llmroute-arm": trial.arm}
+    if routed.stream is None:
+        return Routed(headers, body=routed.body)
+    return Routed(headers, stream=stats.watched(trial.strategy_id, trial.arm, t0,
+                                                routed.stream))
+
+
+async def _shadow_copy(rt: Runtime, request: ChatRequest, d: Decision, entry: Entry,
+                       caller: Caller | None) -> Routed:
+    """``entry`` (a shadow's candidate) serving a non-streamed copy of ``request`` on its
+    own budget and trace (the copy's answer is the caller's to discard)."""
+    copy = non_streamed(request)
+    matched = Matched(entry.spec.strategy_id, entry.spec.version, entry.spec.kind,
+                      entry.header, entry.strategy.plan(copy, d.intent), d.strategy.snapshot,
+                      entry.runner)
+    shadow = decision(rt, copy, d.intent, matched)
+    trace = Recorder(f"{request.request_id}-shadow", request.request_id)
+    return await _decided(rt, copy, shadow, caller, trace, {})
 
 
 async def run_strategy(rt: Runtime, request: ChatRequest, d: Decision, caller: Caller | None,

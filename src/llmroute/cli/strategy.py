@@ -1,4 +1,5 @@
-"""Strategy commands: ``llmroute strategy schema`` and ``llmroute strategy check DIR``.
+"""Strategy commands: ``llmroute strategy schema``, ``llmroute strategy check DIR`` and
+``llmroute strategy compare --url URL`` (``cli/compare.py``).
 
 ``schema`` prints the JSON Schema of a strategy file. ``check DIR [--config FILE]
 [--queries FILE.jsonl]`` validates every strategy file in DIR against the config's pools
@@ -27,6 +28,7 @@ from llmroute.api.wire import parse_chat
 from llmroute.assemble.gate import make_gate
 from llmroute.assemble.runtime import make_backends
 from llmroute.assemble.strategies import make_loader
+from llmroute.cli.compare import compare
 from llmroute.config import Config, load_config
 from llmroute.errors import ConfigError, LLMRouteError
 from llmroute.gate.compress import prompt_request
@@ -38,7 +40,7 @@ _EXTRA = ("expect", "headers", "repeat")
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Register ``strategy {schema,check}`` on the top-level subparsers."""
+    """Register ``strategy {schema,check,compare}`` on the top-level subparsers."""
     strategy = sub.add_parser("strategy", help="strategy files: print the schema, check a "
                               "directory and a query suite")
     action = strategy.add_subparsers(dest="strategy_command", required=True)
@@ -50,6 +52,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
                        "the embedded default)")
     check.add_argument("--queries", type=Path, help="JSONL: {prompt} or an OpenAI body a "
                        "line, optional expect, headers, model, repeat")
+    compare = action.add_parser("compare", help="split/shadow arms side by side and whether "
+                                "the rollout rule holds (exit 1 when it fails)")
+    compare.add_argument("--url", default="http://127.0.0.1:8000", help="the router")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
     if args.strategy_command == "schema":
         print(json.dumps(register_builtins().schema(), indent=2, ensure_ascii=False))
         return 0
+    if args.strategy_command == "compare":
+        return compare(args.url)
     config = load_config(args.config)
     try:
         loaded = load_strategies(config, args.dir)

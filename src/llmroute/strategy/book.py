@@ -26,6 +26,8 @@ from llmroute.strategy.loader import SUFFIXES, cross_problems
 from llmroute.strategy.protocol import NO_HEADERS, Matched
 from llmroute.strategy.snapshot import Entry, StrategySet
 from llmroute.strategy.spec import version_text
+from llmroute.strategy.trials import TrialStats
+from llmroute.strategy.triggers import Asker
 from llmroute.types import ChatRequest, Intent, RoutePlan
 
 
@@ -49,7 +51,8 @@ class StrategyBook:
     """The Selector the request path asks (``choose`` reads the current set once).
 
     ``load()`` loads the directory again (raises ConfigError; run in a worker thread);
-    ``wall_clock`` gives epoch seconds for ``status``; counters go to ``registry``."""
+    ``wall_clock`` gives epoch seconds for ``status``; counters go to ``registry``;
+    ``trials`` measures the arms of split and shadow strategies."""
 
     def __init__(self, current: StrategySet, load: Callable[[], StrategySet] | None,
                  wall_clock: Callable[[], float], registry: CollectorRegistry | None = None,
@@ -65,12 +68,14 @@ class StrategyBook:
         self._stale = Counter("llmroute_strategy_stale_versions", "Changed strategy files "
                               "refused for a version not above the loaded one", ["strategy"],
                               registry=registry)
+        self.trials = TrialStats(registry)
 
     def choose(self, request: ChatRequest, intent: Intent,
-               headers: Mapping[str, str] = NO_HEADERS) -> Matched:
+               headers: Mapping[str, str] = NO_HEADERS, asker: Asker | None = None
+               ) -> Matched:
         """The matching strategy of the current set and its plan (see ``StrategySet``).
         Raises ModelNotFound for an unknown ``model``."""
-        return self.current.choose(request, intent, headers)
+        return self.current.choose(request, intent, headers, asker)
 
     def plan(self, request: ChatRequest, intent: Intent) -> RoutePlan:
         """``choose(...).plan``: the Strategy contract over the whole set."""

@@ -22,6 +22,7 @@ from llmroute.strategy.registry import KindRegistry
 from llmroute.strategy.single import SingleStrategy
 from llmroute.strategy.snapshot import BUILTIN_ID, Entry, StrategySet
 from llmroute.strategy.spec import StrategySpec
+from llmroute.strategy.split import TRIAL_KINDS
 
 SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -113,7 +114,21 @@ def cross_problems(entries: Sequence[Entry]) -> list[str]:
         target = e.spec.fallback_strategy
         if target is not None and target != BUILTIN_ID and target not in by_id:
             out.append(_at(e, ("fallback_strategy",), f"unknown strategy {target!r}"))
+        out.extend(_arm_problems(e, by_id))
     return out or list(_cycles(by_id))
+
+
+def _arm_problems(e: Entry, by_id: dict[str, Entry]) -> Iterable[str]:
+    """A split's or shadow's arm naming itself, no loaded strategy, or another split."""
+    for loc, target in e.spec.strategy_refs():
+        arm = by_id.get(target)
+        if target == e.spec.strategy_id:
+            yield _at(e, loc, f"an arm names the {e.spec.kind} strategy itself")
+        elif arm is None:
+            yield _at(e, loc, f"unknown strategy {target!r}")
+        elif arm.spec.kind in TRIAL_KINDS:
+            yield _at(e, loc, f"strategy {target!r} is a {arm.spec.kind} itself; an arm "
+                      "must serve requests")
 
 
 def _cycles(by_id: dict[str, Entry]) -> Iterable[str]:

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from llmroute.observe.trace import Recorder
 from llmroute.strategy.handoffs import HandoffStore
+from llmroute.strategy.triggers import Asker
 from llmroute.types import Backend, ChatRequest, Intent, RoutePlan
 
 NO_HEADERS: Mapping[str, str] = {}
@@ -111,12 +112,27 @@ class Runner(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class Trial:
+    """A split or shadow strategy's choice for one request (``strategy/split.py``):
+    ``strategy_id`` and ``header`` of the split (or shadow) strategy, the ``arm`` serving
+    the request (its strategy id); ``shadow`` the entry of the candidate a background copy
+    goes to (shadow only, else None) and ``max_in_flight`` how many copies may run at once."""
+
+    strategy_id: str
+    header: str
+    arm: str
+    shadow: Any = None
+    max_in_flight: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Matched:
     """The strategy that serves a request and its ``plan``: ``strategy_id``, ``version``,
     ``kind``, ``header`` (``<strategy_id>@<version>``, the ``x-llmroute-strategy`` value);
     ``snapshot`` is the immutable strategy set the match was made against (a request keeps
     it, so a reload never changes a request already under way); ``runner`` is the
-    strategy when it serves requests itself (None: dispatch serves ``plan``)."""
+    strategy when it serves requests itself (None: dispatch serves ``plan``); ``trial``
+    is set when a split or shadow strategy matched (the fields above are then its arm's)."""
 
     strategy_id: str
     version: float
@@ -125,13 +141,16 @@ class Matched:
     plan: RoutePlan
     snapshot: object
     runner: Runner | None = None
+    trial: Trial | None = None
 
 
 class Selector(Protocol):
     """Matches a request against the loaded strategies and plans it (pure, no I/O)."""
 
     def choose(self, request: ChatRequest, intent: Intent,
-               headers: Mapping[str, str] = NO_HEADERS) -> Matched:
+               headers: Mapping[str, str] = NO_HEADERS, asker: Asker | None = None) -> Matched:
         """The highest-priority matching strategy (the built-in ``single`` when none
-        matches) and its plan. Raises ModelNotFound for an unknown ``model``."""
+        matches; a split's or shadow's arm) and its plan; ``asker`` (None: read from
+        ``headers``) is who the caller triggers and a split's stickiness read. Raises
+        ModelNotFound for an unknown ``model``."""
         ...

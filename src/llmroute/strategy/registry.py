@@ -20,6 +20,7 @@ from llmroute.strategy.pipeline import PipelineSpec, build_pipeline
 from llmroute.strategy.protocol import KindContext, Strategy
 from llmroute.strategy.single import SingleSpec, build_single
 from llmroute.strategy.spec import StrategySpec
+from llmroute.strategy.split import ShadowSpec, SplitSpec, build_shadow, build_split
 from llmroute.strategy.verify import VerifySpec, build_verify
 
 SCHEMA_ID = "https://llmroute.dev/schemas/strategy.json"
@@ -88,7 +89,7 @@ class KindRegistry:
 
 def register_builtins() -> KindRegistry:
     """A registry holding every built-in kind: ``single``, ``human``, ``verify``,
-    ``pipeline``, ``cascade``, ``fusion``."""
+    ``pipeline``, ``cascade``, ``fusion``, ``split``, ``shadow``."""
     registry = KindRegistry()
     registry.register(Kind("single", SingleSpec, build_single))
     registry.register(Kind("human", HumanSpec, build_human))
@@ -96,4 +97,6 @@ def register_builtins() -> KindRegistry:
     registry.register(Kind("pipeline", PipelineSpec, build_pipeline))
     registry.register(Kind("cascade", CascadeSpec, build_cascade))
     registry.register(Kind("fusion", FusionSpec, build_fusion))
+    registry.register(Kind("split", SplitSpec, build_split))
+    registry.register(Kind("shadow", ShadowSpec, build_shadow))
     return registry

@@ -13,9 +13,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from llmroute.strategy.protocol import NO_HEADERS, Matched, Runner, Strategy
+from llmroute.strategy.protocol import NO_HEADERS, Matched, Runner, Strategy, Trial
 from llmroute.strategy.spec import StrategySpec, version_text
-from llmroute.strategy.triggers import Facts, Trigger, compile_when
+from llmroute.strategy.split import TrialStrategy, sticky_of
+from llmroute.strategy.triggers import Asker, Facts, Trigger, compile_when
 from llmroute.types import ChatRequest, Intent
 
 BUILTIN_ID = "builtin-single"
@@ -78,11 +79,11 @@ class StrategySet:
         return StrategySet(entries, self.builtin, self._routable)
 
     def select(self, request: ChatRequest, intent: Intent,
-               headers: Mapping[str, str] = NO_HEADERS) -> Entry:
-        """The best matching entry, else the built-in one."""
+               headers: Mapping[str, str] = NO_HEADERS, asker: Asker | None = None) -> Entry:
+        """The best matching entry, else the built-in one (``asker``: see ``Facts``)."""
         if not self.entries or request.model not in self._routable:
             return self.builtin
-        facts = Facts(request, intent, headers)
+        facts = Facts(request, intent, headers, asker)
         best_rank, best = len(self.entries), self.builtin
         for bucket in self._buckets(intent):
             for rank, entry in bucket:
@@ -94,12 +95,27 @@ class StrategySet:
         return best
 
     def choose(self, request: ChatRequest, intent: Intent,
-               headers: Mapping[str, str] = NO_HEADERS) -> Matched:
-        """``select``, then that strategy's plan. Raises ModelNotFound for an unknown
-        ``model`` (the built-in strategy's answer)."""
-        e = self.select(request, intent, headers)
+               headers: Mapping[str, str] = NO_HEADERS, asker: Asker | None = None
+               ) -> Matched:
+        """``select``, then that strategy's plan; a split or shadow strategy's arm (picked
+        by ``sticky_of`` the asker's key id, the body's user or the client address) with
+        ``trial`` set. Raises ModelNotFound for an unknown ``model`` (the built-in
+        strategy's answer)."""
+        e = self.select(request, intent, headers, asker)
+        trial = None
+        if isinstance(e.strategy, TrialStrategy):
+            trial, e = self._trial(e, e.strategy, sticky_of(
+                asker.key_id if asker is not None else None, request, headers))
         return Matched(e.spec.strategy_id, e.spec.version, e.spec.kind, e.header,
-                       e.strategy.plan(request, intent), self, e.runner)
+                       e.strategy.plan(request, intent), self, e.runner, trial)
+
+    def _trial(self, e: Entry, split: TrialStrategy, sticky: str) -> tuple[Trial, Entry]:
+        """The Trial of split entry ``e`` for ``sticky`` and the arm's entry (the loader
+        saw to it that every arm is loaded and is no split itself)."""
+        arm = self._by_id[split.pick(sticky)]
+        shadow = None if split.candidate is None else self._by_id[split.candidate]
+        return Trial(e.spec.strategy_id, e.header, arm.spec.strategy_id, shadow,
+                     split.max_in_flight), arm
 
     def _buckets(self, intent: Intent) -> list[tuple[tuple[int, Entry], ...]]:
         buckets = [self._any, self._by_label.get(intent.label, ())]

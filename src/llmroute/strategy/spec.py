@@ -53,9 +53,10 @@ class When(Strict):
     confidence below the value; ``complexity`` (0.1–5.0) and ``prompt_tokens`` (tokens):
     inclusive ranges; ``keywords``: the prompt contains one of them (case-insensitive);
     ``regex``: the prompt matches (Python ``re.search``); ``model``: the request's
-    ``model`` is one of these; ``tenant``, ``api_key``, ``priority_class``: the request's
-    ``x-llmroute-tenant``, ``x-llmroute-api-key-name``, ``x-llmroute-priority`` header is
-    one of these; ``headers``: header name → regex its value must match (``re.search``)."""
+    ``model`` is one of these; ``tenant``, ``api_key``, ``priority_class``: the
+    authenticated caller's tenant id, key name, priority class is one of these (auth off:
+    the ``x-llmroute-tenant``, ``x-llmroute-api-key-name``, ``x-llmroute-priority``
+    header); ``headers``: header name → regex its value must match (``re.search``)."""
 
     intents: tuple[str, ...] = ()
     composite: bool | None = None
@@ -103,6 +104,11 @@ class StrategySpec(Strict):
 
     def pool_refs(self) -> list[tuple[tuple[Any, ...], str]]:
         """``[(field path, pool name), …]`` this strategy routes to (checked at load)."""
+        return []
+
+    def strategy_refs(self) -> list[tuple[tuple[Any, ...], str]]:
+        """``[(field path, strategy id), …]`` this strategy serves through (a split's arms;
+        checked across files at load)."""
         return []
 
 

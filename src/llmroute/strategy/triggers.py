@@ -2,8 +2,9 @@
 and a tuple of cheap checks (regexes compiled; keywords case-folded, looked for in the
 request's case-folded text, which is folded once per request however many strategies ask).
 
-Until the gateway policies land, tenant, API-key name and priority class come from the
-request headers named below.
+Tenant, API-key name and priority class are read from the ``Asker``: with auth on, the
+authenticated caller's (the pipeline builds it; headers a client sends cannot change it);
+with auth off, the request headers named below.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 
 from llmroute.strategy.spec import Range, When
 from llmroute.types import ChatRequest, Intent
@@ -20,15 +22,40 @@ API_KEY_HEADER = "x-llmroute-api-key-name"
 PRIORITY_HEADER = "x-llmroute-priority"
 
 
+@dataclass(frozen=True, slots=True)
+class Asker:
+    """Who asks, as the ``tenant`` / ``api_key`` / ``priority_class`` triggers and a split's
+    stickiness read it: the ``tenant`` id, the key's ``api_key`` name, the ``priority``
+    class name and the ``key_id`` (None: not known)."""
+
+    tenant: str | None = None
+    api_key: str | None = None
+    priority: str | None = None
+    key_id: str | None = None
+
+    @classmethod
+    def from_headers(cls, headers: Mapping[str, str]) -> Asker:
+        """The header fallback (auth off): the values of the headers named above."""
+        return cls(headers.get(TENANT_HEADER), headers.get(API_KEY_HEADER),
+                   headers.get(PRIORITY_HEADER))
+
+
+NOBODY = Asker()
+"""The asker of a request nobody authenticated while auth is on (no trigger holds for it)."""
+
+
 class Facts:
-    """What a trigger reads: the ``request``, the gate's ``intent`` and the request's
-    ``headers`` (lower-case names, or a case-insensitive mapping); ``folded`` is the
-    prompt text case-folded, worked out once per request on first use (keyword checks)."""
+    """What a trigger reads: the ``request``, the gate's ``intent``, the request's
+    ``headers`` (lower-case names, or a case-insensitive mapping) and the ``asker`` (None:
+    read from ``headers``); ``folded`` is the prompt text case-folded, worked out once per
+    request on first use (keyword checks)."""
 
-    __slots__ = ("request", "intent", "headers", "_folded")
+    __slots__ = ("request", "intent", "headers", "asker", "_folded")
 
-    def __init__(self, request: ChatRequest, intent: Intent, headers: Mapping[str, str]):
+    def __init__(self, request: ChatRequest, intent: Intent, headers: Mapping[str, str],
+                 asker: Asker | None = None):
         self.request, self.intent, self.headers = request, intent, headers
+        self.asker = Asker.from_headers(headers) if asker is None else asker
         self._folded: str | None = None
 
     @property
@@ -91,10 +118,10 @@ def _tokens(f: Facts) -> float:
 
 def _header_checks(when: When) -> list[Check]:
     checks: list[Check] = []
-    for name, values in ((TENANT_HEADER, when.tenant), (API_KEY_HEADER, when.api_key),
-                         (PRIORITY_HEADER, when.priority_class)):
+    for field, values in (("tenant", when.tenant), ("api_key", when.api_key),
+                          ("priority", when.priority_class)):
         if values:
-            checks.append(_header_in(name, frozenset(values)))
+            checks.append(_asker_in(field, frozenset(values)))
     for name, pattern in when.headers.items():
         checks.append(_header_matches(name, re.compile(pattern)))
     return checks
@@ -117,8 +144,9 @@ def _within(r: Range, read: Callable[[Facts], float]) -> Check:
     return lambda f: low <= read(f) <= high
 
 
-def _header_in(name: str, values: frozenset[str]) -> Check:
-    return lambda f: f.headers.get(name) in values
+def _asker_in(field: str, values: frozenset[str]) -> Check:
+    read = attrgetter(field)
+    return lambda f: read(f.asker) in values
 
 
 def _header_matches(name: str, pattern: re.Pattern[str]) -> Check:

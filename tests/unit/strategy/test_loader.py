@@ -118,4 +118,4 @@ def test_a_kind_registers_once():
     with pytest.raises(ValueError, match="already registered"):
         registry.register(Kind("single", SingleSpec, build_single))
     assert registry.names == ("single", "human", "verify", "pipeline",
-                              "cascade", "fusion")
+                              "cascade", "fusion", "split", "shadow")

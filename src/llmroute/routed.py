@@ -1,0 +1,31 @@
+"""The request path's two results (``pipeline`` re-exports both): the ``Decision`` a
+request's route is, and the ``Routed`` answer."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from llmroute.strategy.protocol import Matched
+from llmroute.types import Candidate, Intent, RoutePlan
+
+
+@dataclass(frozen=True)
+class Routed:
+    """The answer: routing ``headers`` plus a JSON ``body`` or an SSE byte ``stream``."""
+
+    headers: dict[str, str]
+    body: dict[str, Any] | None = None
+    stream: AsyncIterator[bytes] | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the router would do for a request, without sending it; ``strategy`` is the
+    strategy that planned it (and the strategy set it was matched against)."""
+
+    intent: Intent
+    plan: RoutePlan
+    candidates: list[Candidate]
+    strategy: Matched
