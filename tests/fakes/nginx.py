@@ -82,15 +82,22 @@ class Nginx:
         self.conf.write_text(main_config(folder, site_config(ports, self.port)))
         self._proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout_s: float = 10.0) -> None:
-        """Check the config (``nginx -t``), start nginx and wait until it accepts
-        connections (RuntimeError with its error log if not)."""
-        args = [self.binary, "-p", str(self.folder), "-e", str(self.folder / "error.log"),
+    def _args(self) -> list[str]:
+        return [self.binary, "-p", str(self.folder), "-e", str(self.folder / "error.log"),
                 "-c", str(self.conf)]
-        checked = subprocess.run([*args, "-t"], capture_output=True, text=True, timeout=30)
+
+    def check(self) -> None:
+        """``nginx -t`` on the config; RuntimeError with nginx's words when it is refused."""
+        checked = subprocess.run([*self._args(), "-t"], capture_output=True, text=True,
+                                 timeout=30)
         if checked.returncode != 0:
             raise RuntimeError(f"nginx -t: {checked.stderr}")
-        self._proc = subprocess.Popen(args, stdout=subprocess.DEVNULL,
+
+    def start(self, timeout_s: float = 10.0) -> None:
+        """Check the config, start nginx and wait until it accepts connections
+        (RuntimeError with its error log if not)."""
+        self.check()
+        self._proc = subprocess.Popen(self._args(), stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

@@ -85,12 +85,13 @@ async def _ask(client: httpx.AsyncClient, url: str, key: str, stream: bool) -> s
 
 async def _lanes(client: httpx.AsyncClient, url: str, key: str, stop: asyncio.Event,
                  lanes: int = 6) -> list[str]:
-    """``lanes`` clients each asking one request after another (even lanes stream) until
-    ``stop``; every outcome."""
+    """``lanes`` clients each asking one request after another, 50 ms apart (even lanes
+    stream), until ``stop``; every outcome."""
     async def lane(i: int) -> list[str]:
         out = []
         while not stop.is_set():
             out.append(await _ask(client, url, key, i % 2 == 0))
+            await asyncio.sleep(0.05)  # a steady load, not a CPU-bound one
         return out
 
     return [o for outs in await asyncio.gather(*[lane(i) for i in range(lanes)]) for o in outs]
@@ -141,3 +142,75 @@ async def test_a_replica_killed_mid_stream_cuts_only_its_own_streams(
     assert all(err is None and _complete(body) for body, err in whole), whole
     assert after == ["ok"] * 15, after
     assert any(status == 200 and "," in tried for status, tried in lb.access())  # retried
+
+
+def _set_backends(config: Path, backends: dict[str, str]) -> None:
+    """Rewrite the backends of ``config`` to ``{id: base_url}`` (the rest unchanged)."""
+    data = yaml.safe_load(config.read_text())
+    data["backends"] = [{"id": i, "base_url": u, "pool": "general", "engine": "openai",
+                         "model": "m"} for i, u in backends.items()]
+    config.write_text(yaml.safe_dump(data))
+
+
+def _reload(replica: Replica) -> dict:
+    """``llmroute reload`` against ``replica``, as the operator would; its JSON answer."""
+    done = subprocess.run([sys.executable, "-m", "llmroute.cli.main", "reload", "--url",
+                           replica.url], capture_output=True, text=True, env=ENV, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+async def test_reload_on_every_replica_adds_and_removes_a_backend_without_a_failed_request(
+        tmp_path, redis_server, nginx_binary):
+    async with serve_upstream([("stall", 0.3)]) as a, \
+            serve_upstream([("stall", 0.3)]) as b:
+        config = fleet_config(tmp_path, redis_server.url, [{"id": "a", "base_url": a.base_url}])
+        key = create_key(config)
+        async with behind_nginx(tmp_path, config, nginx_binary) as (lb, replicas), \
+                httpx.AsyncClient(timeout=30) as client:
+            stop = asyncio.Event()
+            load = asyncio.create_task(_lanes(client, lb.url, key, stop))
+            await asyncio.sleep(1.0)
+            _set_backends(config, {"a": a.base_url, "b": b.base_url})
+            added = [await asyncio.to_thread(_reload, r) for r in replicas]
+            await asyncio.sleep(1.0)
+            _set_backends(config, {"b": b.base_url})
+            removed = [await asyncio.to_thread(_reload, r) for r in replicas]
+            await asyncio.sleep(0.2)
+            on_a, on_b = len(a.requests), len(b.requests)
+            await asyncio.sleep(1.0)
+            stop.set()
+            outcomes = await load
+    assert [r["added"] for r in added] == [["b"]] * 3, added
+    assert [r["removed"] for r in removed] == [["a"]] * 3, removed
+    bad = [o for o in outcomes if o != "ok"]
+    assert bad == [] and len(outcomes) > 30, (bad, len(outcomes))
+    assert len(a.requests) == on_a and a.cancelled == 0  # drained, its streams finished
+    assert len(b.requests) > on_b > 0
+
+
+async def test_a_rolling_restart_of_every_replica_fails_no_request(
+        tmp_path, redis_server, nginx_binary):
+    async with serve_upstream([("stall", 0.3)]) as up:
+        config = fleet_config(tmp_path, redis_server.url, [{"id": "a", "base_url": up.base_url}],
+                              server={"drain_delay_s": 1.0, "drain_timeout_s": 10})
+        key = create_key(config)
+        async with behind_nginx(tmp_path, config, nginx_binary) as (lb, replicas), \
+                httpx.AsyncClient(timeout=30) as client:
+            stop = asyncio.Event()
+            load = asyncio.create_task(_lanes(client, lb.url, key, stop))
+            await asyncio.sleep(1.0)
+            codes = []
+            for i, old in enumerate(list(replicas)):
+                codes.append(await asyncio.to_thread(old.stop))  # SIGTERM: drain, exit
+                replicas[i] = Replica(config, old.port, log=tmp_path / f"again-{old.port}.log")
+                await asyncio.to_thread(replicas[i].wait_ready)
+                await asyncio.sleep(0.5)
+            stop.set()
+            outcomes = await load
+    assert codes == [0, 0, 0]
+    bad = [o for o in outcomes if o != "ok"]
+    assert bad == [] and len(outcomes) > 30, (bad, len(outcomes))
+    logged = lb.access()
+    assert {status for status, _ in logged} == {200}, logged
+    assert any("503" in tried for _, tried in logged)  # a draining replica's refusal, retried
