@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: setup engine demo test serve redis-server kubectl
+.PHONY: setup engine demo test serve redis-server kubectl nginx
 
 setup: $(VENV)/.installed
 
@@ -46,7 +46,18 @@ kubectl:
 	      kubernetes-client >/dev/null; }; } || \
 	  echo "kubectl is not installed (needs root and apt-get): the Kubernetes tests will skip"
 
-test: engine redis-server kubectl
+# A real nginx in front of three replicas (tests/integration/test_nginx_real.py, the reference
+# config deploy/nginx/llmroute.conf): Debian's nginx package, installed once when missing (the
+# tests start their own nginx; the package's service is not needed). Without root and apt-get
+# those tests skip and say why.
+nginx:
+	@command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || { [ "$$(id -u)" = 0 ] && \
+	  command -v apt-get >/dev/null 2>&1 && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    nginx >/dev/null; } || \
+	  echo "nginx is not installed (needs root and apt-get): the nginx tests will skip"
+
+test: engine redis-server kubectl nginx
 	$(PY) -m pytest
 
 # Debian's prometheus (with promtool), chromium and a CJK font, for the Prometheus, alert-rule and
