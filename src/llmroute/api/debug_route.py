@@ -3,9 +3,13 @@
 Answers ``{"query", "intent": {label, confidence, runners_up, conflict, entropy, composite,
 source}, "complexity", "strategy": {strategy_id, version, kind, header}, "plan": {pool,
 reason, backend_ids, fallback_ids, max_attempts}, "backend", "candidates": [{"backend",
-"score", "scores"}, …]}``; ``backend`` is the would-be first choice. The strategy triggers
-read this request's own headers (``x-llmroute-tenant`` …). A missing ``query`` is a 400
-(InvalidRequest).
+"score", "scores"}, …], "detail": {"kind", …}, "trial": null | {…}}``; ``backend`` is the
+would-be first choice; ``detail`` is the serving strategy's own multi-step plan (its kind's
+``describe()``: pipeline steps, cascade pools and the pool this query would start on, fusion
+voters, verify's check, human's message …) and ``trial`` the split or shadow that picked
+it (arms and shares, the arm this query takes and its sticky key; see
+``StrategySet.describe``). The strategy triggers read this request's own headers
+(``x-llmroute-tenant`` …). A missing ``query`` is a 400 (InvalidRequest).
 """
 
 from __future__ import annotations
@@ -19,7 +23,12 @@ from llmroute import pipeline
 from llmroute.api.responses import json_response
 from llmroute.errors import InvalidRequest
 from llmroute.gate.compress import prompt_request
+from llmroute.legs import PoolLegs
+from llmroute.observe.trace import Recorder
 from llmroute.runtime import Runtime
+from llmroute.strategy.protocol import Matched
+from llmroute.strategy.snapshot import StrategySet
+from llmroute.types import ChatRequest, Intent
 
 
 async def debug_route(request: Request) -> Response:
@@ -32,6 +41,7 @@ async def debug_route(request: Request) -> Response:
     intent = await rt.gate.classify(chat)
     d = await pipeline.decide(rt, chat, intent, headers=request.headers)
     s = d.strategy
+    view = _describe(rt, request, chat, intent, s)
     return json_response({
         "query": query,
         "intent": {k: v for k, v in asdict(intent).items() if k != "complexity"},
@@ -43,4 +53,19 @@ async def debug_route(request: Request) -> Response:
         "candidates": [{"backend": c.backend.id, "score": round(c.score, 4),
                         "scores": {k: round(v, 4) for k, v in c.scores.items()}}
                        for c in d.candidates],
+        **view,
     })
+
+
+def _describe(rt: Runtime, request: Request, chat: ChatRequest, intent: Intent,
+              matched: Matched) -> dict[str, object]:
+    """``{"detail", "trial"}`` of ``matched`` for ``chat``; anchor scores as a leg sees them."""
+    snapshot = matched.snapshot
+    if not isinstance(snapshot, StrategySet):
+        return {"detail": None, "trial": None}
+    legs = PoolLegs(rt.dispatch, rt.backends,
+                    lambda req, plan, explain=False: pipeline.rank(rt, req, intent, plan,
+                                                                   explain=explain),
+                    0, Recorder(chat.request_id, chat.request_id))
+    return snapshot.describe(matched, chat, intent, legs.best_score, request.headers,
+                             pipeline.asker_of(rt, None, request.headers))

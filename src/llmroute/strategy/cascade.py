@@ -36,7 +36,7 @@ from pydantic import Field, field_validator
 from llmroute.errors import LLMRouteError
 from llmroute.strategy.answers import without_logprobs
 from llmroute.strategy.checks import mean_logprob
-from llmroute.strategy.protocol import KindContext, Run, Served
+from llmroute.strategy.protocol import KindContext, Run, Scorer, Served
 from llmroute.strategy.spec import StrategySpec, Strict
 from llmroute.strategy.steps import add_usage
 from llmroute.types import Backend, ChatRequest, Intent, RoutePlan
@@ -105,19 +105,35 @@ class CascadeStrategy:
             return Served({}, _headers(backend, [backend.pool]), stream=stream)
         return await self._complete(run, start, reasons)
 
+    def describe(self, request: ChatRequest, intent: Intent, score: Scorer
+                 ) -> dict[str, Any]:
+        """``{"pools", "escalate": {complexity_above, mean_logprob_below, on_error},
+        "downgrade_below", "start", "reasons"}``: ``start`` is the pool this request would
+        start on and ``reasons`` why it is not the first (as ``serve`` decides)."""
+        spec = self._spec
+        i, reasons = self.start_on(request, intent, score)
+        return {"pools": list(spec.pools), "escalate": spec.escalate.model_dump(),
+                "downgrade_below": spec.downgrade_below, "start": spec.pools[i],
+                "reasons": reasons}
+
     def start(self, run: Run) -> tuple[int, list[str]]:
         """The index of the pool to start on and why it is not the first."""
+        return self.start_on(run.request, run.intent, run.legs.best_score)
+
+    def start_on(self, request: ChatRequest, intent: Intent, score: Scorer
+                 ) -> tuple[int, list[str]]:
+        """``start`` from the gate's ``intent`` and the anchor's best ``score`` per pool."""
         spec, i, reasons = self._spec, 0, []
         limit = spec.escalate.complexity_above
-        if limit is not None and run.intent.complexity > limit:
+        if limit is not None and intent.complexity > limit:
             i = 1
-            reasons.append(f"complexity {run.intent.complexity:g} > {limit:g}")
+            reasons.append(f"complexity {intent.complexity:g} > {limit:g}")
         while spec.downgrade_below is not None and i < len(spec.pools) - 1:
-            score = run.legs.best_score(run.request, spec.pools[i])
-            if score is not None and score >= spec.downgrade_below:
+            best = score(request, spec.pools[i])
+            if best is not None and best >= spec.downgrade_below:
                 break
-            shown = "no backend passes the anchor's filters" if score is None \
-                else f"best anchor score {score:.3f} < {spec.downgrade_below:g}"
+            shown = "no backend passes the anchor's filters" if best is None \
+                else f"best anchor score {best:.3f} < {spec.downgrade_below:g}"
             reasons.append(f"pool {spec.pools[i]}: {shown}")
             i += 1
         return i, reasons

@@ -56,7 +56,7 @@ from llmroute.strategy.checks import (
     request_validator,
     schema_problem,
 )
-from llmroute.strategy.protocol import KindContext, Run, Served
+from llmroute.strategy.protocol import KindContext, Run, Scorer, Served
 from llmroute.strategy.spec import StrategySpec, Strict
 from llmroute.strategy.steps import add_usage
 from llmroute.strategy.vote import Ballot, json_vote, text_vote
@@ -153,6 +153,18 @@ class FusionStrategy:
     def plan(self, request: ChatRequest, intent: Intent) -> RoutePlan:
         """The fusion's plan (what ``/debug/route`` shows): every voter's pool."""
         return self._plan
+
+    def describe(self, request: ChatRequest, intent: Intent, score: Scorer
+                 ) -> dict[str, Any]:
+        """``{"voters": [{pool, weight}], "combine", "quorum", "deadline_s", "judge"
+        (its pool or None), "schema"}`` (``schema``: a configured one, the request's
+        ``response_format`` or None)."""
+        spec = self._spec
+        schema = None if spec.json_schema is None else \
+            "request" if spec.json_schema == "request" else "configured"
+        return {"voters": [{"pool": v.pool, "weight": v.weight} for v in spec.voters],
+                "combine": spec.combine, "quorum": self.quorum, "deadline_s": spec.deadline_s,
+                "judge": None if spec.judge is None else spec.judge.pool, "schema": schema}
 
     async def serve(self, run: Run) -> Served:
         """Fan out, combine. Raises NoBackendAvailable (``fusion_quorum``) below quorum,

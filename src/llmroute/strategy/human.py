@@ -11,14 +11,14 @@ client fetches the answer with ``GET /v1/handoffs/{ticket}``.
 from __future__ import annotations
 
 import sqlite3
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
 from llmroute.errors import NoBackendAvailable
 from llmroute.strategy.answers import conversation, text_answer
 from llmroute.strategy.handoffs import HandoffStore
-from llmroute.strategy.protocol import KindContext, Run, Served
+from llmroute.strategy.protocol import KindContext, Run, Scorer, Served
 from llmroute.strategy.spec import StrategySpec, version_text
 from llmroute.types import ChatRequest, Intent, RoutePlan
 
@@ -55,6 +55,11 @@ class HumanStrategy:
     def plan(self, request: ChatRequest, intent: Intent) -> RoutePlan:
         """A plan naming no backend: a person answers."""
         return RoutePlan(POOL, "hand-off to a person", (), (), 1)
+
+    def describe(self, request: ChatRequest, intent: Intent, score: Scorer
+                 ) -> dict[str, Any]:
+        """``{"message", "queue"}``: the answer text and whether a ticket queue is open."""
+        return {"message": self._message, "queue": self._store is not None}
 
     async def serve(self, run: Run) -> Served:
         """Queue the ticket and answer with ``message``. Raises NoBackendAvailable (503)

@@ -39,7 +39,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from llmroute.errors import LLMRouteError, UpstreamProtocolError, UpstreamTimeout
 from llmroute.strategy.answers import answer_text, last_user, leg_request
 from llmroute.strategy.checks import compile_schema, compile_template, json_of, schema_problem
-from llmroute.strategy.protocol import KindContext, Run, Served
+from llmroute.strategy.protocol import KindContext, Run, Scorer, Served
 from llmroute.strategy.spec import StrategySpec, Strict
 from llmroute.strategy.steps import (
     STEP_NAMES,
@@ -150,6 +150,15 @@ class PipelineStrategy:
     def plan(self, request: ChatRequest, intent: Intent) -> RoutePlan:
         """The plan: the last step's pool, every attempt of every step."""
         return self._plan
+
+    def describe(self, request: ChatRequest, intent: Intent, score: Scorer
+                 ) -> dict[str, Any]:
+        """``{"steps": [{name, pool, reads, schema, timeout_s, max_tokens}, …]}`` in order;
+        ``reads`` are the template's inputs (``request`` and earlier step names),
+        ``schema`` whether the output must satisfy a JSON Schema."""
+        return {"steps": [{"name": s.spec.name, "pool": s.spec.pool, "reads": list(s.reads),
+                           "schema": s.validator is not None, "timeout_s": s.spec.timeout_s,
+                           "max_tokens": s.spec.max_tokens} for s in self._steps]}
 
     async def serve(self, run: Run) -> Served:
         """Run every step; see the module docstring. Raises the failing step's error."""

@@ -3,7 +3,7 @@ request path asks which strategy serves a request."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -15,12 +15,23 @@ from llmroute.types import Backend, ChatRequest, Intent, RoutePlan
 NO_HEADERS: Mapping[str, str] = {}
 """The headers of a request that has none to offer (read only)."""
 
+Scorer = Callable[[ChatRequest, str], "float | None"]
+"""``score(request, pool)``: the anchor's best total score (0–1) for ``request`` among
+``pool``'s backends, None when every backend is filtered out (``Legs.best_score``)."""
+
 
 class Strategy(Protocol):
     """Decides the pool(s) and attempt budget for a request, given the gate's intent.
     Pure; raises ModelNotFound when ``request.model`` names nothing routable."""
 
     def plan(self, request: ChatRequest, intent: Intent) -> RoutePlan: ...
+
+    def describe(self, request: ChatRequest, intent: Intent, score: Scorer
+                 ) -> dict[str, Any]:
+        """The kind's multi-step plan for ``request`` as JSON-ready data (``GET
+        /debug/route``): pools, steps, thresholds and what this request would do first;
+        ``score`` reads the anchor's scores. Pure, sends nothing."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from llmroute.errors import ModelNotFound
 from llmroute.strategy.spec import StrategySpec
-from llmroute.strategy.protocol import KindContext
+from llmroute.strategy.protocol import KindContext, Scorer
 from llmroute.types import Backend, ChatRequest, Intent, RoutePlan
 
 AUTO = "auto"
@@ -85,6 +85,11 @@ class SingleStrategy:
         raise ModelNotFound(f"The model '{request.model}' does not exist: use 'auto', a pool "
                             f"({', '.join(sorted(self._pools))}) or a served model name",
                             param="model")
+
+    def describe(self, request: ChatRequest, intent: Intent, score: Scorer
+                 ) -> dict[str, Any]:
+        """``{"pool"}`` (the pinned pool, or None) and ``intents`` (label → pool)."""
+        return {"pool": self._pinned, "intents": dict(self._intents)}
 
     def _pool_plan(self, pool: str, reason: str, fallback: bool = True) -> RoutePlan:
         primary, rest = self._members.get(pool) or self._members_of(pool)

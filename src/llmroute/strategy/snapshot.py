@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from llmroute.strategy.protocol import NO_HEADERS, Matched, Runner, Strategy, Trial
+from llmroute.strategy.protocol import NO_HEADERS, Matched, Runner, Scorer, Strategy, Trial
 from llmroute.strategy.spec import StrategySpec, version_text
 from llmroute.strategy.split import TrialStrategy, sticky_of
 from llmroute.strategy.triggers import Asker, Facts, Trigger, compile_when
@@ -108,6 +108,38 @@ class StrategySet:
                 asker.key_id if asker is not None else None, request, headers))
         return Matched(e.spec.strategy_id, e.spec.version, e.spec.kind, e.header,
                        e.strategy.plan(request, intent), self, e.runner, trial)
+
+    def describe(self, matched: Matched, request: ChatRequest, intent: Intent, score: Scorer,
+                 headers: Mapping[str, str] = NO_HEADERS, asker: Asker | None = None
+                 ) -> dict[str, Any]:
+        """What ``matched`` (this set's ``choose`` answer) would do with ``request``:
+        ``{"detail": {"kind", …the kind's describe()}, "trial": None | {"strategy_id",
+        "header", "kind", …the split's or shadow's describe(), "arm", "sticky"}}``;
+        ``sticky`` is what a split hashes (None when the request carries no API key,
+        user or client address: it is then placed by request id, so the arm varies from
+        request to request, and ``note`` says so). Pure, sends nothing."""
+        served = self._by_id.get(matched.strategy_id)
+        if served is None or served.header != matched.header:
+            served = self.builtin
+        out: dict[str, Any] = {"detail": self._detail(served, request, intent, score),
+                               "trial": None}
+        t = matched.trial
+        if t is not None:
+            sticky: str | None = sticky_of(asker.key_id if asker is not None else None,
+                                           request, headers)
+            trial = {**self._detail(self._by_id[t.strategy_id], request, intent, score),
+                     "strategy_id": t.strategy_id, "header": t.header, "arm": t.arm}
+            if sticky is not None and sticky.startswith("request:"):
+                sticky = None
+                trial["note"] = ("no sticky key (API key, user or client address): placed "
+                                 "by request id, so the arm varies per request")
+            out["trial"] = {**trial, "sticky": sticky}
+        return out
+
+    @staticmethod
+    def _detail(e: Entry, request: ChatRequest, intent: Intent, score: Scorer
+                ) -> dict[str, Any]:
+        return {"kind": e.spec.kind, **e.strategy.describe(request, intent, score)}
 
     def _trial(self, e: Entry, split: TrialStrategy, sticky: str) -> tuple[Trial, Entry]:
         """The Trial of split entry ``e`` for ``sticky`` and the arm's entry (the loader

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from llmroute.strategy.protocol import KindContext
+from llmroute.strategy.protocol import KindContext, Scorer
 from llmroute.strategy.spec import ID_PATTERN, StrategySpec, Strict
 from llmroute.types import ChatRequest, Intent, RoutePlan
 
@@ -78,12 +78,15 @@ class ShadowSpec(StrategySpec):
 
 class TrialStrategy:
     """A split (``arms`` with their cumulative shares) or a shadow (one arm, and the
-    ``candidate``). ``plan`` is never used to serve: the strategy set serves the chosen arm
+    ``candidate``); ``weights`` are a split's arm weights as the file gives them. ``plan``
+    is never used to serve: the strategy set serves the chosen arm
     (``StrategySet.choose``); it names no backend."""
 
     def __init__(self, arms: tuple[str, ...], bounds: tuple[float, ...], plan: RoutePlan,
-                 candidate: str | None = None, max_in_flight: int = 0):
+                 candidate: str | None = None, max_in_flight: int = 0,
+                 weights: tuple[float, ...] = ()):
         self.arms = arms
+        self.weights = weights
         self._bounds = bounds
         self._plan = plan
         self.candidate = candidate
@@ -92,6 +95,19 @@ class TrialStrategy:
     def plan(self, request: ChatRequest, intent: Intent) -> RoutePlan:
         """A plan naming no backend (see the class docstring)."""
         return self._plan
+
+    def describe(self, request: ChatRequest, intent: Intent, score: Scorer
+                 ) -> dict[str, Any]:
+        """A split's ``{"arms": [{strategy, weight, share}, …]}`` (share of traffic,
+        0–1); a
+        shadow's ``{"primary", "candidate", "max_in_flight"}``."""
+        if self.candidate is not None:
+            return {"primary": self.arms[0], "candidate": self.candidate,
+                    "max_in_flight": self.max_in_flight}
+        lows = (0.0, *self._bounds[:-1])
+        return {"arms": [{"strategy": arm, "weight": weight, "share": round(high - low, 6)}
+                         for arm, weight, low, high
+                         in zip(self.arms, self.weights, lows, self._bounds)]}
 
     def pick(self, sticky: str) -> str:
         """The arm (strategy id) serving the caller ``sticky`` names: the same one for
@@ -111,7 +127,8 @@ def build_split(spec: SplitSpec, ctx: KindContext) -> TrialStrategy:
     total = sum(a.weight for a in spec.arms)
     first = spec.arms[0].weight / total
     arms = tuple(a.strategy for a in spec.arms)
-    return TrialStrategy(arms, (first, 1.0), _plan(ctx, f"split between {', '.join(arms)}"))
+    return TrialStrategy(arms, (first, 1.0), _plan(ctx, f"split between {', '.join(arms)}"),
+                         weights=tuple(a.weight for a in spec.arms))
 
 
 def build_shadow(spec: ShadowSpec, ctx: KindContext) -> TrialStrategy:

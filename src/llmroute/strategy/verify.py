@@ -33,7 +33,7 @@ from llmroute.strategy.checks import (
     compile_schema,
     compile_template,
 )
-from llmroute.strategy.protocol import KindContext, Run, Served
+from llmroute.strategy.protocol import KindContext, Run, Scorer, Served
 from llmroute.strategy.single import SingleStrategy
 from llmroute.strategy.spec import StrategySpec, Strict
 from llmroute.types import Backend, ChatRequest, Intent, RoutePlan
@@ -129,6 +129,16 @@ def _check(spec: CheckSpec) -> Check:
     return SchemaCheck(compile_schema(schema) if isinstance(schema, dict) else None)
 
 
+def _check_view(spec: CheckSpec) -> dict[str, Any]:
+    """The check as ``/debug/route`` shows it (no schema or prompt text)."""
+    if spec.judge is not None:
+        return {"by": "judge", "pool": spec.judge.pool, "min_score": spec.judge.min_score}
+    if spec.logprob is not None:
+        return {"by": "logprob", "min_mean": spec.logprob.min_mean}
+    return {"by": "json_schema",
+            "schema": "request" if spec.json_schema == "request" else "configured"}
+
+
 class VerifyStrategy:
     """Drafts on ``spec.pool`` (planned by ``single``), checks with ``check``."""
 
@@ -140,6 +150,15 @@ class VerifyStrategy:
     def plan(self, request: ChatRequest, intent: Intent) -> RoutePlan:
         """The draft's plan: every backend of the drafting pool."""
         return self._single.plan(request, intent)
+
+    def describe(self, request: ChatRequest, intent: Intent, score: Scorer
+                 ) -> dict[str, Any]:
+        """``{"pool", "check": {"by": json_schema|judge|logprob, …}, "on_failure",
+        "regenerate_pool", "on_verifier_error", "stream"}``."""
+        spec = self._spec
+        return {"pool": spec.pool, "check": _check_view(spec.check),
+                "on_failure": spec.on_failure, "regenerate_pool": spec.regenerate_pool,
+                "on_verifier_error": spec.on_verifier_error, "stream": spec.stream}
 
     async def serve(self, run: Run) -> Served:
         """Draft, check, and regenerate or flag as configured. Raises the draft leg's

@@ -89,4 +89,4 @@ def test_the_shipped_strategies_load_against_the_embedded_default(capsys):
     folder = strategy_dir(load_config())
     assert folder is not None
     assert main(["strategy", "check", str(folder)]) == 0
-    assert "9 strategies OK" in capsys.readouterr().out
+    assert "11 strategies OK" in capsys.readouterr().out
