@@ -1,12 +1,15 @@
 """Admission: concurrency, RPM/TPM and token quotas of a key and its tenant, all at once.
 
-``Limiter.admit`` takes the concurrency leases (key, tenant), then reserves in one atomic
-state-store call one request on each RPM bucket and the request's token reservation
-(prompt tokens + ``max_tokens``, else ``limits.default_max_tokens``) on each TPM bucket
-and daily/monthly quota counter: everything fits and is taken, or nothing is (429). The
-``Ticket`` it returns carries the ``x-ratelimit-*`` headers and, when the answer ends,
-``settle(used)`` moves the token charges by ``used - reserved`` (an early stop gives tokens
-back; a longer answer charges the difference) and releases the leases — once.
+``Limiter.admit`` takes, in one atomic state-store call (``StateStore.admit``), the
+concurrency leases (key, tenant), one request on each RPM bucket and the request's token
+reservation (prompt tokens + ``max_tokens``, else ``limits.default_max_tokens``) on each
+TPM bucket and daily/monthly quota counter: everything fits and is taken, or nothing is
+(429; a full lease refuses first). The ``Ticket`` it returns carries the
+``x-ratelimit-*`` headers and, when the answer ends, ``settle(used)`` moves the token
+charges by ``used - reserved`` (an early stop gives tokens back; a longer answer charges
+the difference) and releases the leases — once, in one call, and in none when usage
+matches the reservation and no lease is held. With Redis state an admitted request thus
+costs one round trip in and at most one out.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from llmroute.config_policy import LimitsConfig
 from llmroute.errors import RateLimited
 from llmroute.policy.auth import Caller
 from llmroute.policy.keys import Limits
-from llmroute.state.protocol import Bucket, Charge, Counter, Grant, Level, StateStore
+from llmroute.state.protocol import (Bucket, Charge, Counter, Grant, Lease, Level,
+                                     StateStore)
 from llmroute.types import ChatRequest
 
 _WHAT = {"rpm": "requests per minute", "tpm": "tokens per minute",
@@ -39,15 +43,15 @@ class Ticket:
 
     async def settle(self, used: int | None) -> None:
         """Reconcile with ``used`` tokens (None: nothing was served, every reserved token
-        goes back) and release the leases; later calls do nothing."""
+        goes back) and release the leases, in one state-store call — none when usage
+        matches the reservation and no lease is held; later calls do nothing."""
         if self.settled:
             return
         self.settled = True
         delta = (used or 0) - self.reserved
-        if delta and self._tokens:
-            await self._store.adjust([Charge(c.limit, delta) for c in self._tokens])
-        for name, lease_id in self._leases:
-            await self._store.release(name, lease_id)
+        charges = [Charge(c.limit, delta) for c in self._tokens] if delta else []
+        if charges or self._leases:
+            await self._store.settle(charges, self._leases)
 
 
 class Limiter:
@@ -62,33 +66,27 @@ class Limiter:
         """The request's Ticket. Raises RateLimited (429: ``rate_limit_exceeded`` with
         ``Retry-After`` from the buckets, or ``insufficient_quota``)."""
         cost = request.prompt_tokens + (request.max_tokens or self._config.default_max_tokens)
-        leases = await self._leases(caller)
         charges, what = self._charges(caller, cost)
-        grant = await self._store.reserve(charges)
+        leases = self._leases(caller)
+        grant = await self._store.admit(charges, [lease for _, _, lease in leases])
+        if grant.full is not None:
+            scope, owner, lease = leases[grant.full]
+            raise RateLimited(f"Too many requests in flight for {scope} {owner}: the limit "
+                              f"is {lease.limit} at once.", retry_after_s=1.0, kind="requests")
         headers = rate_headers(charges, what, grant.levels)
         if not grant.allowed:
-            for name, lease_id in leases:
-                await self._store.release(name, lease_id)
             raise _refusal(caller, charges, what, grant, headers)
         tokens = [c for c, w in zip(charges, what) if w[1] != "rpm"]
-        return Ticket(self._store, tokens, leases, cost, headers)
+        held = [(lease.name, lid) for (_, _, lease), lid in zip(leases, grant.lease_ids)]
+        return Ticket(self._store, tokens, held, cost, headers)
 
-    async def _leases(self, caller: Caller) -> list[tuple[str, str]]:
-        held: list[tuple[str, str]] = []
-        for scope, owner, limits in _scopes(caller):
-            if limits.max_concurrency is None:
-                continue
-            name = f"conc:{scope}:{owner}"
-            lease_id = await self._store.lease(name, limits.max_concurrency,
-                                               self._config.lease_ttl_s)
-            if lease_id is None:
-                for n, lid in held:
-                    await self._store.release(n, lid)
-                raise RateLimited(f"Too many requests in flight for {scope} {owner}: the "
-                                  f"limit is {limits.max_concurrency} at once.",
-                                  retry_after_s=1.0, kind="requests")
-            held.append((name, lease_id))
-        return held
+    def _leases(self, caller: Caller) -> list[tuple[str, str, Lease]]:
+        """``(scope, owner, lease)`` per concurrency limit of the key and its tenant (lease
+        names carry the tenant's hash tag, as the charges' do)."""
+        tag = f"{{{caller.tenant.id}}}"
+        return [(scope, owner, Lease(f"conc:{scope}:{tag}:{owner}", limits.max_concurrency,
+                                     self._config.lease_ttl_s))
+                for scope, owner, limits in _scopes(caller) if limits.max_concurrency is not None]
 
     def _charges(self, caller: Caller, cost: int) -> tuple[list[Charge], list[tuple[str, str]]]:
         """The charges of one request and, per charge, ``(scope, limit name)``."""
