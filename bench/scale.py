@@ -7,6 +7,11 @@ persistence) serves every store. Measured in one run:
 * ``redis_added_p50_ms``: the p50 of one admission check (``reserve`` of the charges of a
   key and its tenant with RPM and TPM: four limits, one call) through Redis minus the same
   in-process (``MemoryStore``), one client, back to back. Target ≤ 0.3 ms on loopback.
+* ``limiter_cpu_us_per_request``: this process's CPU (``time.process_time``) per admitted
+  request through the limiter (``Limiter.admit`` then ``Ticket.settle`` with usage below
+  the reservation; a key with ``rpm`` and ``max_concurrency``, as the workers run below
+  uses), in-process and on Redis, one client back to back: what the limits' Redis calls
+  cost the router (one EVALSHA in, one out), measured apart from the HTTP path.
 * the fleet past this machine: N = 8, 32, 128 replicas simulated as N store instances (each
   with its own connection pool, as a replica has) in this process, 200 concurrent clients
   spread round-robin over them, all on one key with ``rpm: 60``, several rounds. Per N:
@@ -50,6 +55,7 @@ sys.path.insert(0, str(ROOT / "bench" / "lib"))
 sys.path.insert(0, str(ROOT))
 
 import redis.asyncio as aioredis  # noqa: E402
+from redis.utils import HIREDIS_AVAILABLE  # noqa: E402
 from fakes.redis import MISSING, RedisServer, find_redis_server  # noqa: E402
 from workers_cpu import workers_cpu_efficiency  # noqa: E402
 
@@ -57,12 +63,17 @@ from llmroute.anchor.collector import Collector  # noqa: E402
 from llmroute.anchor.store import SignalStore  # noqa: E402
 from llmroute.config import BreakerConfig  # noqa: E402
 from llmroute.fuse.breaker import CircuitBreaker  # noqa: E402
+from llmroute.config_policy import LimitsConfig  # noqa: E402
+from llmroute.policy.auth import Caller  # noqa: E402
+from llmroute.policy.keys import ApiKey, Limits, Tenant  # noqa: E402
+from llmroute.policy.limits import Limiter  # noqa: E402
 from llmroute.state.breakers import FleetBreakers  # noqa: E402
 from llmroute.state.memory import MemoryStore  # noqa: E402
 from llmroute.state.protocol import Bucket, Charge, StateStore  # noqa: E402
 from llmroute.state.polls import SharedPolls  # noqa: E402
 from llmroute.state.redis import RedisStore  # noqa: E402
-from llmroute.types import Backend, BreakerState, EngineSignals, Outcome  # noqa: E402
+from llmroute.types import (Backend, BreakerState, ChatRequest, EngineSignals,  # noqa: E402
+                            Outcome)
 
 RPM = 60
 CLIENTS = 200
@@ -87,6 +98,21 @@ async def check_p50_ms(store: StateStore, n: int) -> float:
         if i >= 100:
             times.append((time.perf_counter() - started) * 1000)
     return statistics.median(times)
+
+
+async def limiter_cpu_us(store: StateStore, n: int) -> float:
+    """Microseconds of this process's CPU per admitted request through a Limiter over
+    ``store`` (``n`` requests after 100 to warm up)."""
+    limiter = Limiter(store, LimitsConfig(), time.time)
+    who = Caller(ApiKey("key_b", "lr-bench", "t", limits=Limits(rpm=10**9,
+                                                                  max_concurrency=10**6)),
+                 Tenant("t"))
+    request = ChatRequest("chat", {}, "auto", False, "hi", 20, 80, "r")
+    for i in range(n + 100):
+        if i == 100:
+            started = time.process_time()
+        await (await limiter.admit(who, request)).settle(90)
+    return (time.process_time() - started) / n * 1e6
 
 
 async def commands(url: str) -> int:
@@ -198,6 +224,11 @@ async def run(url: str, quick: bool) -> dict[str, object]:
     through_redis = await check_p50_ms(redis, n)
     await redis.close()
     print(f"admission check p50: in-process {memory:.4f} ms, Redis {through_redis:.4f} ms")
+    redis = RedisStore(url, 2.0, prefix="bench-limiter:")
+    cpu = {"memory": round(await limiter_cpu_us(MemoryStore(time.monotonic), n * 4), 1),
+           "redis": round(await limiter_cpu_us(redis, n * 4), 1)}
+    await redis.close()
+    print(f"limiter CPU per admitted request (admit + settle): {cpu} µs")
     per_n = {}
     print(f"{'replicas':>8} {'overshoot':>9} {'ops/request':>11} {'p99 ms':>8}")
     for replicas in (8, 32, 128):
@@ -213,6 +244,8 @@ async def run(url: str, quick: bool) -> dict[str, object]:
     polls = {str(n): await polls_per_interval(url, n, 2.0 if quick else 5.0) for n in (1, 3)}
     print(f"engine polls per 50 ms interval: {polls} (independent polling: N per interval)")
     return {"redis_added_p50_ms": round(through_redis - memory, 4),
+            "limiter_cpu_us_per_request": cpu,
+            "redis_parser": "hiredis" if HIREDIS_AVAILABLE else "python",
             "metrics_polls_per_interval": polls,
             "metrics_polls_per_interval_independent": {"1": 1, "3": 3},
             **workers,

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmroute.state.memory import MemoryStore
-from llmroute.state.protocol import Bucket, Charge, Counter
+from llmroute.state.protocol import Bucket, Charge, Counter, Lease
 from llmroute.state.redis import RedisStore
 
 KINDS = ["memory", pytest.param("redis", marks=[pytest.mark.slow, pytest.mark.redis])]
@@ -119,6 +119,69 @@ async def test_leases_cap_holders_expire_and_release(make):
     assert await store.lease("conc:k", 2, 30.0) is not None
     assert await store.lease("conc:k", 2, 30.0) is not None
     await store.close()
+
+
+CONC = Lease("conc:k", 2, 30.0)
+
+
+async def test_admit_takes_the_charges_and_the_lease_together(make):
+    store = make(FakeClock())
+    first = await store.admit([Charge(RPM, 1)], [CONC])
+    assert first.allowed and len(first.lease_ids) == 1 and first.levels[0].remaining == 4
+    second = await store.admit([Charge(RPM, 1)], [CONC])
+    assert second.allowed and second.lease_ids[0] != first.lease_ids[0]
+    full = await store.admit([Charge(RPM, 1)], [CONC])
+    assert not full.allowed and full.full == 0 and full.denied is None
+    assert full.levels[0].remaining == 3  # the RPM charge was not taken
+    await store.settle([], [(CONC.name, first.lease_ids[0])])
+    assert (await store.admit([Charge(RPM, 1)], [CONC])).allowed
+
+
+async def test_a_refused_charge_takes_no_lease_and_a_full_lease_refuses_first(make):
+    store = make(FakeClock())
+    one = Bucket("rpm:one", 1, 60.0)
+    assert (await store.admit([Charge(one, 1)], [CONC])).allowed
+    refused = await store.admit([Charge(one, 1)], [CONC])
+    assert not refused.allowed and refused.denied == 0 and refused.full is None
+    assert refused.lease_ids == () and refused.retry_after_s == pytest.approx(60.0)
+    assert (await store.admit([], [CONC])).allowed  # the refused call left its slot free
+    both = await store.admit([Charge(one, 1)], [Lease("conc:t", 5, 30.0), CONC])
+    assert not both.allowed and both.full == 1 and both.denied is None
+    assert (await store.admit([], [Lease("conc:t", 1, 30.0)])).allowed  # none taken
+
+
+async def test_settle_reconciles_and_releases_in_one_call(make):
+    store = make(FakeClock())
+    tpm = Bucket("tpm:k", 100, 60.0)
+    grant = await store.admit([Charge(tpm, 100)], [Lease("conc:k", 1, 30.0)])
+    assert not (await store.admit([], [Lease("conc:k", 1, 30.0)])).allowed
+    await store.settle([Charge(tpm, -60)], [("conc:k", grant.lease_ids[0])])
+    assert (await store.admit([Charge(tpm, 60)], [Lease("conc:k", 1, 30.0)])).allowed
+    await store.settle([], [])  # nothing to do
+
+
+async def test_admitted_leases_lapse_after_their_ttl(make):
+    clock = FakeClock()
+    store = make(clock)
+    assert (await store.admit([], [Lease("conc:x", 1, 5.0)])).allowed
+    clock.advance(4.9)
+    assert not (await store.admit([], [Lease("conc:x", 1, 5.0)])).allowed
+    clock.advance(0.1)
+    assert (await store.admit([], [Lease("conc:x", 1, 5.0)])).allowed
+
+
+async def test_concurrent_admissions_never_pass_a_lease_or_a_bucket(make):
+    store = make(FakeClock())
+    bucket, lease = Bucket("rpm:race", 50, 60.0), Lease("conc:race", 20, 30.0)
+    grants = await asyncio.gather(*(store.admit([Charge(bucket, 1)], [lease])
+                                    for _ in range(200)))
+    assert sum(g.allowed for g in grants) == 20
+    held = [lid for g in grants for lid in g.lease_ids]
+    assert len(set(held)) == 20
+    await asyncio.gather(*(store.settle([], [(lease.name, lid)]) for lid in held))
+    grants = await asyncio.gather(*(store.admit([Charge(bucket, 1)], [lease])
+                                    for _ in range(200)))
+    assert sum(g.allowed for g in grants) == 20  # 40 of the bucket's 50 taken in all
 
 
 async def test_concurrent_reservations_never_pass_the_limit(make):

@@ -1,12 +1,15 @@
 """Admission: concurrency, RPM/TPM and token quotas of a key and its tenant, all at once.
 
-``Limiter.admit`` takes the concurrency leases (key, tenant), then reserves in one atomic
-state-store call one request on each RPM bucket and the request's token reservation
-(prompt tokens + ``max_tokens``, else ``limits.default_max_tokens``) on each TPM bucket
-and daily/monthly quota counter: everything fits and is taken, or nothing is (429). The
-``Ticket`` it returns carries the ``x-ratelimit-*`` headers and, when the answer ends,
-``settle(used)`` moves the token charges by ``used - reserved`` (an early stop gives tokens
-back; a longer answer charges the difference) and releases the leases — once.
+``Limiter.admit`` takes, in one atomic state-store call (``StateStore.admit``), the
+concurrency leases (key, tenant), one request on each RPM bucket and the request's token
+reservation (prompt tokens + ``max_tokens``, else ``limits.default_max_tokens``) on each
+TPM bucket and daily/monthly quota counter: everything fits and is taken, or nothing is
+(429; a full lease refuses first). The ``Ticket`` it returns carries the
+``x-ratelimit-*`` headers and, when the answer ends, ``settle(used)`` moves the token
+charges by ``used - reserved`` (an early stop gives tokens back; a longer answer charges
+the difference) and releases the leases — once, in one call, and in none when usage
+matches the reservation and no lease is held. With Redis state an admitted request thus
+costs one round trip in and at most one out.
 """
 
 from __future__ import annotations
@@ -15,14 +18,20 @@ import calendar
 import math
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from cachetools import LRUCache
 
 from llmroute.config_policy import LimitsConfig
 from llmroute.errors import RateLimited
 from llmroute.policy.auth import Caller
 from llmroute.policy.keys import Limits
-from llmroute.state.protocol import Bucket, Charge, Counter, Grant, Level, StateStore
+from llmroute.state.protocol import (Bucket, Charge, Counter, Grant, Lease, Level,
+                                     StateStore)
 from llmroute.types import ChatRequest
 
+PLANS = 4096
+"""Callers (key, tenant, limits) whose limit objects are kept built."""
 _WHAT = {"rpm": "requests per minute", "tpm": "tokens per minute",
          "daily_tokens": "daily token quota", "monthly_tokens": "monthly token quota"}
 
@@ -39,15 +48,15 @@ class Ticket:
 
     async def settle(self, used: int | None) -> None:
         """Reconcile with ``used`` tokens (None: nothing was served, every reserved token
-        goes back) and release the leases; later calls do nothing."""
+        goes back) and release the leases, in one state-store call — none when usage
+        matches the reservation and no lease is held; later calls do nothing."""
         if self.settled:
             return
         self.settled = True
         delta = (used or 0) - self.reserved
-        if delta and self._tokens:
-            await self._store.adjust([Charge(c.limit, delta) for c in self._tokens])
-        for name, lease_id in self._leases:
-            await self._store.release(name, lease_id)
+        charges = [Charge(c.limit, delta) for c in self._tokens] if delta else []
+        if charges or self._leases:
+            await self._store.settle(charges, self._leases)
 
 
 class Limiter:
@@ -57,60 +66,83 @@ class Limiter:
     def __init__(self, store: StateStore, config: LimitsConfig,
                  wall_clock: Callable[[], float]):
         self._store, self._config, self._wall = store, config, wall_clock
+        self._plans: LRUCache[tuple[object, ...], _Plan] = LRUCache(PLANS)
 
     async def admit(self, caller: Caller, request: ChatRequest) -> Ticket:
         """The request's Ticket. Raises RateLimited (429: ``rate_limit_exceeded`` with
         ``Retry-After`` from the buckets, or ``insufficient_quota``)."""
         cost = request.prompt_tokens + (request.max_tokens or self._config.default_max_tokens)
-        leases = await self._leases(caller)
-        charges, what = self._charges(caller, cost)
-        grant = await self._store.reserve(charges)
+        plan = self._plan(caller)
+        charges, what, leases = self._charges(plan, cost), plan.what, plan.leases
+        grant = await self._store.admit(charges, [lease for _, _, lease in leases])
+        if grant.full is not None:
+            scope, owner, lease = leases[grant.full]
+            raise RateLimited(f"Too many requests in flight for {scope} {owner}: the limit "
+                              f"is {lease.limit} at once.", retry_after_s=1.0, kind="requests")
         headers = rate_headers(charges, what, grant.levels)
         if not grant.allowed:
-            for name, lease_id in leases:
-                await self._store.release(name, lease_id)
             raise _refusal(caller, charges, what, grant, headers)
         tokens = [c for c, w in zip(charges, what) if w[1] != "rpm"]
-        return Ticket(self._store, tokens, leases, cost, headers)
+        held = [(lease.name, lid) for (_, _, lease), lid in zip(leases, grant.lease_ids)]
+        return Ticket(self._store, tokens, held, cost, headers)
 
-    async def _leases(self, caller: Caller) -> list[tuple[str, str]]:
-        held: list[tuple[str, str]] = []
-        for scope, owner, limits in _scopes(caller):
-            if limits.max_concurrency is None:
-                continue
-            name = f"conc:{scope}:{owner}"
-            lease_id = await self._store.lease(name, limits.max_concurrency,
-                                               self._config.lease_ttl_s)
-            if lease_id is None:
-                for n, lid in held:
-                    await self._store.release(n, lid)
-                raise RateLimited(f"Too many requests in flight for {scope} {owner}: the "
-                                  f"limit is {limits.max_concurrency} at once.",
-                                  retry_after_s=1.0, kind="requests")
-            held.append((name, lease_id))
-        return held
+    def _plan(self, caller: Caller) -> _Plan:
+        """The caller's limit objects, built once per key, tenant and limits."""
+        ident = (caller.key.id, caller.tenant.id, caller.key.limits, caller.tenant.limits)
+        plan = self._plans.get(ident)
+        if plan is None:
+            plan = self._plans[ident] = _build_plan(caller, self._config.lease_ttl_s)
+        return plan
 
-    def _charges(self, caller: Caller, cost: int) -> tuple[list[Charge], list[tuple[str, str]]]:
-        """The charges of one request and, per charge, ``(scope, limit name)``."""
+    def _charges(self, plan: _Plan, cost: int) -> list[Charge]:
+        """The charges of one request, in ``plan.what`` order."""
+        if not plan.quotas:
+            return [Charge(limit, 1 if w[1] == "rpm" else cost)
+                    for w, limit in zip(plan.what, plan.limits)]
         now = self._wall()
         utc = time.gmtime(now)
-        day, month = time.strftime("%Y%m%d", utc), time.strftime("%Y%m", utc)
-        charges: list[Charge] = []
-        what: list[tuple[str, str]] = []
-        tag = f"{{{caller.tenant.id}}}"  # one Redis hash slot for all the charges of a call
-        for scope, owner, lim in _scopes(caller):
-            at = f"{scope}:{tag}:{owner}"
-            for name, value, limit in (
-                    ("rpm", 1, lim.rpm and Bucket(f"rpm:{at}", lim.rpm, 60.0)),
-                    ("tpm", cost, lim.tpm and Bucket(f"tpm:{at}", lim.tpm, 60.0)),
-                    ("daily_tokens", cost, lim.daily_tokens and Counter(
-                        f"qd:{at}:{day}", lim.daily_tokens, _to_next_day(now))),
-                    ("monthly_tokens", cost, lim.monthly_tokens and Counter(
-                        f"qm:{at}:{month}", lim.monthly_tokens, _to_next_month(now)))):
-                if limit:
-                    charges.append(Charge(limit, value))
-                    what.append((scope, name))
-        return charges, what
+        when = {"qd": (time.strftime("%Y%m%d", utc), _to_next_day(now)),
+                "qm": (time.strftime("%Y%m", utc), _to_next_month(now))}
+        out = []
+        for w, limit in zip(plan.what, plan.limits):
+            if isinstance(limit, tuple):  # a quota: (kind, name stem, limit)
+                stamp, ttl = when[limit[0]]
+                limit = Counter(f"{limit[0]}:{limit[1]}:{stamp}", limit[2], ttl)
+            out.append(Charge(limit, 1 if w[1] == "rpm" else cost))
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """A caller's limits as state-store objects: per charge ``what`` (scope, limit name)
+    and ``limits`` (a Bucket, or a quota's ``(kind, name stem, limit)`` whose Counter is
+    named by the day or month at each call); ``leases``: (scope, owner, Lease)."""
+
+    what: tuple[tuple[str, str], ...]
+    limits: tuple[Bucket | tuple[str, str, int], ...]
+    leases: tuple[tuple[str, str, Lease], ...]
+    quotas: bool
+
+
+def _build_plan(caller: Caller, lease_ttl_s: float) -> _Plan:
+    tag = f"{{{caller.tenant.id}}}"  # one Redis hash slot for all the names of a call
+    what: list[tuple[str, str]] = []
+    limits: list[Bucket | tuple[str, str, int]] = []
+    leases = []
+    for scope, owner, lim in _scopes(caller):
+        at = f"{scope}:{tag}:{owner}"
+        for name, limit in (("rpm", lim.rpm and Bucket(f"rpm:{at}", lim.rpm, 60.0)),
+                            ("tpm", lim.tpm and Bucket(f"tpm:{at}", lim.tpm, 60.0)),
+                            ("daily_tokens", lim.daily_tokens and ("qd", at, lim.daily_tokens)),
+                            ("monthly_tokens", lim.monthly_tokens and (
+                                "qm", at, lim.monthly_tokens))):
+            if limit:
+                what.append((scope, name))
+                limits.append(limit)
+        if lim.max_concurrency is not None:
+            leases.append((scope, owner, Lease(f"conc:{at}", lim.max_concurrency, lease_ttl_s)))
+    return _Plan(tuple(what), tuple(limits), tuple(leases),
+                 any(isinstance(x, tuple) for x in limits))
 
 
 def _scopes(caller: Caller) -> tuple[tuple[str, str, Limits], ...]:

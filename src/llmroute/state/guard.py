@@ -2,12 +2,12 @@
 
 ``Guarded`` wraps a ``StateStore`` and keeps its contract, except that a StateUnavailable
 from it does not reach the limiter: with ``fail_closed`` false (the default) ``reserve``
-admits and ``lease`` grants an unmetered lease (limits are not enforced while the store is
-down); with ``fail_closed`` true both raise StateUnavailable (503). ``adjust`` and
-``release`` never raise: their state lapses by TTL. Once the store failed, only one call
-per ``retry_s`` seconds tries it again (the others answer at once without waiting on it);
-the first that succeeds puts it back in use. The change of state is logged once each way
-and counted; ``collect()`` exposes the counts to Prometheus.
+admits and ``lease`` grants an unmetered lease (``admit`` both: limits are not enforced
+while the store is down); with ``fail_closed`` true they raise StateUnavailable (503).
+``adjust``, ``release`` and ``settle`` never raise: their state lapses by TTL. Once the
+store failed, only one call per ``retry_s`` seconds tries it again (the others answer at
+once without waiting on it); the first that succeeds puts it back in use. The change of
+state is logged once each way and counted; ``collect()`` exposes the counts to Prometheus.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import structlog
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from llmroute.errors import StateUnavailable
-from llmroute.state.protocol import Bucket, Charge, Grant, Level, Limit, StateStore
+from llmroute.state.protocol import (Bucket, Charge, Grant, Lease, Level, Limit,
+                                     StateStore)
 
 UNMETERED = "unmetered"
 """The lease id granted while the store is down; releasing it does nothing."""
@@ -56,6 +57,19 @@ class Guarded:
         (the lease lapses by its TTL)."""
         if lease_id != UNMETERED:
             await self._call(self.inner.release, name, lease_id, settle=True)
+
+    async def admit(self, charges: Sequence[Charge], leases: Sequence[Lease]) -> Grant:
+        """``inner.admit``; while the store is down, every charge admitted and every lease
+        ``UNMETERED`` (fail open)."""
+        ok, grant = await self._call(self.inner.admit, charges, leases)
+        return grant if ok else Grant(True, tuple(_unmetered(c.limit) for c in charges),
+                                      lease_ids=(UNMETERED,) * len(leases))
+
+    async def settle(self, charges: Sequence[Charge], held: Sequence[tuple[str, str]]) -> None:
+        """``inner.settle`` without the unmetered leases, dropped while the store is down."""
+        metered = [h for h in held if h[1] != UNMETERED]
+        if charges or metered:
+            await self._call(self.inner.settle, charges, metered, settle=True)
 
     async def ping(self) -> None:
         """``inner.ping``; logs (once) and counts when the store does not answer, never

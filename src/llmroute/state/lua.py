@@ -2,8 +2,10 @@
 read-modify-write, so a call is atomic across every replica sharing the Redis.
 
 Shared ARGV head: ``ARGV[1]`` the caller's clock in seconds, or ``""`` for Redis's own
-``TIME``. Reserve and adjust then take four ARGV per charge, in KEYS order: kind (``b``
-bucket, ``c`` counter), cost, capacity or limit, period or TTL in seconds.
+``TIME``. Then four ARGV per key, in KEYS order: for a limit its kind (``b`` bucket, ``c``
+counter), cost, capacity or limit, period or TTL in seconds; for a lease set ``l``, the
+lease id, the most leases held at once and the lease's TTL in seconds (the last two unused
+when settling). ``reserve``/``lease`` run ``ADMIT``; ``adjust`` runs ``SETTLE``.
 
 Layout: a bucket is a hash ``{l: level, t: when}`` (absent = full), a counter a hash
 ``{v: value, e: expires at}`` (absent or past ``e`` = 0), a lease set a sorted set of lease
@@ -52,63 +54,73 @@ local function save(i, c)
 end
 """
 
-RESERVE = _HEAD + """
+ADMIT = _HEAD + """
 local EPS = 1e-9
-local cs, out, refused, retry, never = {}, {}, 0, 0, false
+local cs, out, refused, retry, never, full = {}, {}, 0, 0, false, 0
 for i = 1, #KEYS do
-  local c = load(i)
-  cs[i] = c
-  local wait = 0
-  if c.kind == 'c' then
-    if c.v + c.cost > c.cap then
-      if c.cost > c.cap then never = true else wait = c.e - now end
-      if wait <= 0 and not never then wait = 1e-9 end
-    end
-  elseif c.v + EPS < c.cost then
-    if c.cost > c.cap then never = true else wait = (c.cost - c.v) / c.rate end
-  end
-  if (wait > 0 or never) and refused == 0 then refused = i end
-  if wait > retry then retry = wait end
-end
-for i, c in ipairs(cs) do
-  if refused == 0 then
-    if c.kind == 'c' then c.v = c.v + c.cost else c.v = c.v - c.cost end
-    save(i, c)
-  end
-  if c.kind == 'c' then
-    out[#out + 1] = num(c.cap - c.v); out[#out + 1] = num(math.max(c.e - now, 0))
+  if ARGV[2 + (i - 1) * 4] == 'l' then
+    redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', num(now))
+    local cap = tonumber(ARGV[4 + (i - 1) * 4])
+    if full == 0 and redis.call('ZCARD', KEYS[i]) >= cap then full = i end
   else
-    out[#out + 1] = num(c.v); out[#out + 1] = num(math.max(c.cap - c.v, 0) / c.rate)
+    local c = load(i)
+    cs[i] = c
+    local wait = 0
+    if c.kind == 'c' then
+      if c.v + c.cost > c.cap then
+        if c.cost > c.cap then never = true else wait = c.e - now end
+        if wait <= 0 and not never then wait = 1e-9 end
+      end
+    elseif c.v + EPS < c.cost then
+      if c.cost > c.cap then never = true else wait = (c.cost - c.v) / c.rate end
+    end
+    if (wait > 0 or never) and refused == 0 then refused = i end
+    if wait > retry then retry = wait end
+  end
+end
+if full > 0 then refused = full end
+for i = 1, #KEYS do
+  local c = cs[i]
+  if c then
+    if refused == 0 then
+      if c.kind == 'c' then c.v = c.v + c.cost else c.v = c.v - c.cost end
+      save(i, c)
+    end
+    if c.kind == 'c' then
+      out[#out + 1] = num(c.cap - c.v); out[#out + 1] = num(math.max(c.e - now, 0))
+    else
+      out[#out + 1] = num(c.v); out[#out + 1] = num(math.max(c.cap - c.v, 0) / c.rate)
+    end
+  elseif refused == 0 then
+    local a = 2 + (i - 1) * 4
+    local ttl = tonumber(ARGV[a + 3])
+    redis.call('ZADD', KEYS[i], num(now + ttl), ARGV[a + 1])
+    local ms = math.ceil(ttl * 1000) + 1000
+    if redis.call('PTTL', KEYS[i]) < ms then redis.call('PEXPIRE', KEYS[i], ms) end
   end
 end
 local r = ''
 if not never then r = num(retry) end
 return {refused, r, unpack(out)}
 """
-"""KEYS: the limits' keys. Returns ``{denied index (0: allowed, else 1-based), retry
-seconds or "" for never, then remaining and reset seconds per charge}``."""
+"""KEYS: the limits' keys, then the lease sets' (charges first). Takes every charge and
+every lease, or nothing. Returns ``{denied index (0: allowed, else the 1-based KEYS index
+of the first full lease set, else of the first charge that did not fit), retry seconds
+or "" for never, then remaining and reset seconds per charge}``."""
 
-ADJUST = _HEAD + """
+SETTLE = _HEAD + """
 for i = 1, #KEYS do
-  local c = load(i)
-  if c.kind == 'c' then c.v = math.max(0, c.v + c.cost) else c.v = math.min(c.cap, c.v - c.cost) end
-  save(i, c)
+  local a = 2 + (i - 1) * 4
+  if ARGV[a] == 'l' then
+    redis.call('ZREM', KEYS[i], ARGV[a + 1])
+  else
+    local c = load(i)
+    if c.kind == 'c' then c.v = math.max(0, c.v + c.cost)
+    else c.v = math.min(c.cap, c.v - c.cost) end
+    save(i, c)
+  end
 end
 return 1
 """
-"""KEYS: the limits' keys; moves each by its cost without a check."""
-
-LEASE = """
-local now
-if ARGV[1] ~= '' then now = tonumber(ARGV[1]) else
-  local t = redis.call('TIME'); now = tonumber(t[1]) + tonumber(t[2]) / 1e6 end
-local ttl = tonumber(ARGV[3])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.17g', now))
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
-redis.call('ZADD', KEYS[1], string.format('%.17g', now + ttl), ARGV[4])
-local ms = math.ceil(ttl * 1000) + 1000
-if redis.call('PTTL', KEYS[1]) < ms then redis.call('PEXPIRE', KEYS[1], ms) end
-return 1
-"""
-"""KEYS[1]: the lease set; ARGV: clock, limit, TTL seconds, the new lease id. Returns 1
-when the lease was taken, 0 when ``limit`` unexpired leases are held."""
+"""KEYS: the limits' keys, then lease sets'; moves each limit by its cost without a check
+and ends each lease."""

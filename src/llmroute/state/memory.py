@@ -9,10 +9,11 @@ and every ``SWEEP_EVERY`` reservations a sweep drops expired counters and full b
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Sequence
 
-from llmroute.state.protocol import Bucket, Charge, Counter, Grant, Level
+from llmroute.state.protocol import Bucket, Charge, Counter, Grant, Lease, Level
 
 EPS = 1e-9
 """Units of float rounding forgiven when a bucket's level is compared with a cost (a
@@ -34,7 +35,67 @@ class MemoryStore:
 
     async def reserve(self, charges: Sequence[Charge]) -> Grant:
         """See ``StateStore.reserve``."""
-        now = self._clock()
+        return self._reserve(charges, self._clock())
+
+    async def adjust(self, charges: Sequence[Charge]) -> None:
+        """See ``StateStore.adjust``."""
+        self._adjust(charges, self._clock())
+
+    async def lease(self, name: str, limit: int, ttl_s: float) -> str | None:
+        """See ``StateStore.lease``."""
+        grant = self._admit((), (Lease(name, limit, ttl_s),), self._clock())
+        return grant.lease_ids[0] if grant.allowed else None
+
+    async def release(self, name: str, lease_id: str) -> None:
+        """See ``StateStore.release``."""
+        self._release(name, lease_id)
+
+    async def admit(self, charges: Sequence[Charge], leases: Sequence[Lease]) -> Grant:
+        """See ``StateStore.admit``."""
+        return self._admit(charges, leases, self._clock())
+
+    async def settle(self, charges: Sequence[Charge], held: Sequence[tuple[str, str]]) -> None:
+        """See ``StateStore.settle``."""
+        self._adjust(charges, self._clock())
+        for name, lease_id in held:
+            self._release(name, lease_id)
+
+    async def ping(self) -> None:
+        """Always answers."""
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+    def _admit(self, charges: Sequence[Charge], leases: Sequence[Lease], now: float) -> Grant:
+        for i, lease in enumerate(leases):
+            if len(self._held(lease.name, now)) >= lease.limit:
+                levels = tuple(_level(c.limit, self._state(c, now), now) for c in charges)
+                return Grant(False, levels, full=i)
+        grant = self._reserve(charges, now)
+        if not grant.allowed or not leases:
+            return grant
+        ids = []
+        for lease in leases:
+            ids.append(str(next(self._ids)))
+            self._held(lease.name, now)[ids[-1]] = now + lease.ttl_s
+        return dataclasses.replace(grant, lease_ids=tuple(ids))
+
+    def _adjust(self, charges: Sequence[Charge], now: float) -> None:
+        for c in charges:
+            s = self._state(c, now)
+            if isinstance(c.limit, Counter):
+                s[0] = max(0.0, s[0] + c.cost)
+            else:
+                s[0] = min(c.limit.capacity, s[0] - c.cost)
+
+    def _release(self, name: str, lease_id: str) -> None:
+        held = self._leases.get(name)
+        if held is not None:
+            held.pop(lease_id, None)
+            if not held:
+                del self._leases[name]
+
+    def _reserve(self, charges: Sequence[Charge], now: float) -> Grant:
         self._calls += 1
         if self._calls % SWEEP_EVERY == 0:
             self._sweep(now)
@@ -49,41 +110,12 @@ class MemoryStore:
             s[0] += c.cost if isinstance(c.limit, Counter) else -c.cost
         return Grant(True, tuple(_level(c.limit, s, now) for c, s in zip(charges, states)))
 
-    async def adjust(self, charges: Sequence[Charge]) -> None:
-        """See ``StateStore.adjust``."""
-        now = self._clock()
-        for c in charges:
-            s = self._state(c, now)
-            if isinstance(c.limit, Counter):
-                s[0] = max(0.0, s[0] + c.cost)
-            else:
-                s[0] = min(c.limit.capacity, s[0] - c.cost)
-
-    async def lease(self, name: str, limit: int, ttl_s: float) -> str | None:
-        """See ``StateStore.lease``."""
-        now = self._clock()
+    def _held(self, name: str, now: float) -> dict[str, float]:
+        """The unexpired leases on ``name`` (lease id → expiry), expired ones dropped."""
         held = self._leases.setdefault(name, {})
         for lid in [lid for lid, until in held.items() if until <= now]:
             del held[lid]
-        if len(held) >= limit:
-            return None
-        lid = str(next(self._ids))
-        held[lid] = now + ttl_s
-        return lid
-
-    async def release(self, name: str, lease_id: str) -> None:
-        """See ``StateStore.release``."""
-        held = self._leases.get(name)
-        if held is not None:
-            held.pop(lease_id, None)
-            if not held:
-                del self._leases[name]
-
-    async def ping(self) -> None:
-        """Always answers."""
-
-    async def close(self) -> None:
-        """Nothing to release."""
+        return held
 
     def _state(self, charge: Charge, now: float) -> list[float]:
         """The limit's live state, refilled (bucket) or reset when expired (counter)."""

@@ -16,8 +16,11 @@ Three kinds of state, each named by a string the caller builds (``rpm:key:{tenan
 none is (no read-modify-write race between callers, whatever the implementation: the
 in-process store runs each call without an ``await`` inside it; a Redis store runs one Lua
 script per call, with every name of a call in one hash slot). ``adjust`` reconciles after
-the fact and never refuses. Times are the store's own clock: the in-process store's
-injected clock, Redis's ``TIME``; callers pass durations, never instants. Every call
+the fact and never refuses. ``admit`` is ``reserve`` and ``lease`` in one atomic call
+(every charge and every lease, or nothing), ``settle`` is ``adjust`` and ``release`` in
+one call: an admitted request costs a Redis store one round trip in and at most one out.
+Times are the store's own clock: the in-process store's injected clock, Redis's ``TIME``;
+callers pass durations, never instants. Every call
 returns within the store's time bound or raises ``StateUnavailable``.
 """
 
@@ -57,6 +60,16 @@ Limit = Bucket | Counter
 
 
 @dataclass(frozen=True, slots=True)
+class Lease:
+    """Concurrency ``name``: at most ``limit`` holders at once, each lease lapsing
+    ``ttl_s`` seconds after it was taken unless released."""
+
+    name: str
+    limit: int
+    ttl_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class Charge:
     """``cost`` units (≥ 0 for ``reserve``; any sign for ``adjust``, < 0 gives back) on
     ``limit``."""
@@ -79,12 +92,17 @@ class Grant:
     """The answer to ``reserve``: ``allowed`` (every charge taken) or not (none taken);
     ``levels`` per charge in call order (after the charges when allowed); when refused,
     ``denied`` is the index of the first charge that did not fit and ``retry_after_s`` the
-    seconds until the whole call would fit (None: never — a cost above its limit)."""
+    seconds until the whole call would fit (None: never — a cost above its limit). From
+    ``admit``: ``lease_ids`` per lease in call order when allowed; ``full`` the index of the
+    first lease already at its limit (it refuses the call before any charge does; then
+    ``denied`` is None)."""
 
     allowed: bool
     levels: tuple[Level, ...]
     denied: int | None = None
     retry_after_s: float | None = 0.0
+    lease_ids: tuple[str, ...] = ()
+    full: int | None = None
 
 
 class StateStore(Protocol):
@@ -109,6 +127,16 @@ class StateStore(Protocol):
 
     async def release(self, name: str, lease_id: str) -> None:
         """End lease ``lease_id`` on ``name``; an unknown or expired lease is ignored."""
+        ...
+
+    async def admit(self, charges: Sequence[Charge], leases: Sequence[Lease]) -> Grant:
+        """``reserve(charges)`` and one ``lease`` per lease, atomically: all taken, or
+        nothing when a lease is full (``Grant.full``) or a charge does not fit."""
+        ...
+
+    async def settle(self, charges: Sequence[Charge], held: Sequence[tuple[str, str]]) -> None:
+        """``adjust(charges)`` and ``release(name, lease_id)`` for each of ``held``, in one
+        call."""
         ...
 
     async def ping(self) -> None:

@@ -1,8 +1,9 @@
 """The Redis state store: the ``StateStore`` contract shared by every replica of a fleet.
 
-Each ``reserve``, ``adjust`` and ``lease`` is one Lua script (``state/lua.py``), registered
-once and run by EVALSHA (redis-py's Script object reloads it after a NOSCRIPT, e.g. when
-Redis restarted); ``release`` is one ``ZREM``. Script runs are atomic in Redis, so replicas
+Each ``admit`` (also ``reserve`` and ``lease``) and ``settle`` (also ``adjust``) is one
+Lua script (``state/lua.py``), registered once and run by EVALSHA (redis-py's Script
+object reloads it after a NOSCRIPT, e.g. when Redis restarted); ``release`` is one
+``ZREM``. Script runs are atomic in Redis, so replicas
 never race on a read-modify-write. The clock is Redis's ``TIME`` (one clock for the fleet)
 unless a ``clock`` is injected (tests). Keys are ``<prefix><name>``: a name that carries a
 Redis hash tag (``rpm:key:{tenant}:id``) keeps every name of a call in one slot, as Redis
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -26,7 +27,7 @@ from redis.exceptions import RedisError
 
 from llmroute.errors import StateUnavailable
 from llmroute.state import lua
-from llmroute.state.protocol import Bucket, Charge, Counter, Grant, Level
+from llmroute.state.protocol import Bucket, Charge, Counter, Grant, Lease, Level
 
 
 class RedisStore:
@@ -42,34 +43,46 @@ class RedisStore:
             socket_connect_timeout=timeout_s, retry=Retry(NoBackoff(), 1))
         self._redis = aioredis.Redis(connection_pool=pool)
         self._timeout, self._prefix, self._clock = timeout_s, prefix, clock
-        self._reserve = self._redis.register_script(lua.RESERVE)
-        self._adjust = self._redis.register_script(lua.ADJUST)
-        self._lease = self._redis.register_script(lua.LEASE)
+        self._admit = self._redis.register_script(lua.ADMIT)
+        self._settle = self._redis.register_script(lua.SETTLE)
 
     async def reserve(self, charges: Sequence[Charge]) -> Grant:
         """See ``StateStore.reserve``."""
-        if not charges:
-            return Grant(True, ())
-        out = await self._call(self._reserve, [self._prefix + c.limit.name for c in charges],
-                               [self._now(), *_args(charges)])
-        denied, retry = int(out[0]), out[1]
-        levels = tuple(Level(float(out[i]), float(out[i + 1])) for i in range(2, len(out), 2))
-        if denied == 0:
-            return Grant(True, levels)
-        return Grant(False, levels, denied - 1, float(retry) if retry else None)
+        return await self.admit(charges, ())
 
     async def adjust(self, charges: Sequence[Charge]) -> None:
         """See ``StateStore.adjust``."""
-        if charges:
-            await self._call(self._adjust, [self._prefix + c.limit.name for c in charges],
-                             [self._now(), *_args(charges)])
+        await self.settle(charges, ())
 
     async def lease(self, name: str, limit: int, ttl_s: float) -> str | None:
         """See ``StateStore.lease``; the id is 96 random bits (unique across replicas)."""
-        lease_id = secrets.token_hex(12)
-        taken = await self._call(self._lease, [self._prefix + name],
-                                 [self._now(), limit, repr(float(ttl_s)), lease_id])
-        return lease_id if int(taken) else None
+        grant = await self.admit((), (Lease(name, limit, ttl_s),))
+        return grant.lease_ids[0] if grant.allowed else None
+
+    async def admit(self, charges: Sequence[Charge], leases: Sequence[Lease]) -> Grant:
+        """See ``StateStore.admit``: one EVALSHA; lease ids are 96 random bits."""
+        if not charges and not leases:
+            return Grant(True, ())
+        ids = tuple(secrets.token_hex(12) for _ in leases)
+        args = [self._now(), *_args(charges)]
+        for lease, lease_id in zip(leases, ids):
+            args += ("l", lease_id, str(lease.limit), repr(float(lease.ttl_s)))
+        out = await self._call(self._admit, self._keys(charges, (x.name for x in leases)), args)
+        denied, retry = int(out[0]), out[1]
+        levels = tuple(Level(float(out[i]), float(out[i + 1])) for i in range(2, len(out), 2))
+        if denied == 0:
+            return Grant(True, levels, lease_ids=ids)
+        if denied > len(charges):
+            return Grant(False, levels, full=denied - 1 - len(charges))
+        return Grant(False, levels, denied - 1, float(retry) if retry else None)
+
+    async def settle(self, charges: Sequence[Charge], held: Sequence[tuple[str, str]]) -> None:
+        """See ``StateStore.settle``: one EVALSHA (nothing when there is nothing to do)."""
+        if charges or held:
+            args = [self._now(), *_args(charges)]
+            for _, lease_id in held:
+                args += ("l", lease_id, "", "")
+            await self._call(self._settle, self._keys(charges, (n for n, _ in held)), args)
 
     async def release(self, name: str, lease_id: str) -> None:
         """See ``StateStore.release``."""
@@ -82,6 +95,10 @@ class RedisStore:
     async def close(self) -> None:
         """Close the pooled connections."""
         await self._redis.aclose()
+
+    def _keys(self, charges: Sequence[Charge], leases: Iterable[str]) -> list[str]:
+        prefix = self._prefix
+        return [prefix + c.limit.name for c in charges] + [prefix + name for name in leases]
 
     def _now(self) -> str:
         return "" if self._clock is None else repr(float(self._clock()))

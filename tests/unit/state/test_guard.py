@@ -12,7 +12,7 @@ from structlog.testing import capture_logs
 from llmroute.errors import StateUnavailable
 from llmroute.state.guard import UNMETERED, Guarded
 from llmroute.state.memory import MemoryStore
-from llmroute.state.protocol import Bucket, Charge, Counter
+from llmroute.state.protocol import Bucket, Charge, Counter, Lease
 
 RPM = Bucket("rpm:k", 2, 60.0)
 
@@ -46,6 +46,14 @@ class Switchable(MemoryStore):
     async def release(self, name, lease_id):
         self._check()
         await super().release(name, lease_id)
+
+    async def admit(self, charges, leases):
+        self._check()
+        return await super().admit(charges, leases)
+
+    async def settle(self, charges, held):
+        self._check()
+        await super().settle(charges, held)
 
     async def ping(self):
         self._check()
@@ -120,3 +128,34 @@ async def test_the_counts_are_exposed_to_prometheus():
     inner.down = False
     await guard.ping()
     assert value("llmroute_state_up") == 1
+
+
+async def test_admit_fails_open_with_unmetered_leases_that_settle_drops():
+    guard, inner, clock = guarded()
+    conc = Lease("conc:k", 1, 30.0)
+    taken = await guard.admit([Charge(RPM, 1)], [conc])
+    assert taken.allowed and taken.lease_ids[0] != UNMETERED
+    assert (await guard.admit([Charge(RPM, 1)], [conc])).full == 0
+    inner.down = True
+    inner.calls = 0
+    grant = await guard.admit([Charge(RPM, 1)], [conc, Lease("conc:t", 1, 30.0)])
+    assert grant.allowed and grant.lease_ids == (UNMETERED, UNMETERED)
+    assert grant.levels[0].remaining == 2
+    await guard.settle([], [("conc:k", UNMETERED)])  # nothing left to settle: no call
+    assert inner.calls == 1 and guard.unmetered == 1 and guard.dropped == 0
+    inner.down = False
+    clock.advance(1.0)
+    await guard.settle([Charge(RPM, -1)], [("conc:k", taken.lease_ids[0]),
+                                           ("conc:t", UNMETERED)])
+    assert guard.up and inner.calls == 2
+    again = await guard.admit([], [conc])
+    assert again.allowed and again.lease_ids[0] != UNMETERED  # the real lease was released
+
+
+async def test_fail_closed_refuses_admit_but_never_settle():
+    guard, inner, _ = guarded(fail_closed=True, retry_s=0.0)
+    inner.down = True
+    with pytest.raises(StateUnavailable):
+        await guard.admit([Charge(RPM, 1)], [Lease("conc:k", 1, 30.0)])
+    await guard.settle([Charge(RPM, -1)], [("conc:k", "1")])
+    assert (guard.refused, guard.dropped) == (1, 1)
