@@ -110,7 +110,7 @@ class BackendClient:
         response headers; iteration raises BackendError for later failures.
         """
         started = time.monotonic()
-        ttft_s = backend.ttft_s or self._timeouts.ttft_s
+        ttft_s = self.ttft_s(backend)
         try:
             async with asyncio.timeout(ttft_s):
                 resp = await self._post(backend, endpoint, body, request_id)
@@ -126,6 +126,11 @@ class BackendClient:
                 resp.close()
         return UpstreamStream(resp, backend, (ttft_s, backend.stall_s or self._timeouts.stall_s),
                               started, started + self._timeouts.total_s)
+
+    def ttft_s(self, backend: Backend) -> float:
+        """``backend``'s time-to-first-token bound in seconds (its own, else the
+        configured ``timeouts.ttft_s``)."""
+        return backend.ttft_s or self._timeouts.ttft_s
 
     async def post_json(self, backend: Backend, path: str, body: dict[str, Any],
                         timeout_s: float) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from llmroute.dispatch.attempt import Budget
 from llmroute.dispatch.deps import Deps
 from llmroute.dispatch.failover import with_failover
 from llmroute.dispatch.relay import Relay
+from llmroute.dispatch.watchdog import bounded
 from llmroute.fuse.degrade import (
     canned_backend,
     canned_chunks,
@@ -36,10 +37,14 @@ async def complete(deps: Deps, request: ChatRequest, plan: RoutePlan,
     engine's JSON, or the pool's canned answer). Raises as ``with_failover`` does, or
     NoBackendAvailable when the degraded pool sheds, InvalidRequest as ``check_logprobs``
     and ``choice_capable`` (n > 1 only to backends that answer several choices).
-    A legacy completion answered in the chat shape is converted (``fuse/shape.py``)."""
+    A legacy completion answered in the chat shape is converted (``fuse/shape.py``). Each
+    call is bounded by its backend's TTFT once the collector sees the engine frozen
+    (``watchdog.py``)."""
     async def call(backend: Backend) -> dict[str, Any]:
-        return await deps.client.complete(backend, request.endpoint, request.body,
-                                          request.request_id)
+        answer = deps.client.complete(backend, request.endpoint, request.body,
+                                      request.request_id)
+        return await bounded(answer, backend.id, deps.client.ttft_s(backend),
+                             deps.stats.dark, deps.clock)
 
     ordered = degrade(deps, plan, candidates)
     if ordered is None:
