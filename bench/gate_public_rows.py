@@ -97,6 +97,11 @@ def main() -> int:
     for (source, intent), n in sorted(counts.items()):
         print(f"{source:<14} {intent:<18} {n}")
     print(f"{len(own)} own rows kept, {len(public)} public rows written")
+    per_source: dict[str, int] = {}
+    for (source, _), n in counts.items():
+        per_source[source] = per_source.get(source, 0) + n
+    print("RESULT " + json.dumps({"own_rows": len(own), "public_rows": len(public),
+                                  "per_source": per_source}))
     return 0
 
 
