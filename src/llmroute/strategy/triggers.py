@@ -1,6 +1,7 @@
 """``when`` compiled once at load into a Trigger: the intent labels the index files it under,
-and a tuple of cheap checks (regexes compiled; keywords case-folded, looked for in the
-request's case-folded text, which is folded once per request however many strategies ask).
+and a tuple of cheap checks (regexes compiled; keywords case-folded into one Aho–Corasick
+automaton per strategy, run over the request's case-folded text, which is folded once per
+request however many strategies ask).
 
 Tenant, API-key name and priority class are read from the ``Asker``: with auth on, the
 authenticated caller's (the pipeline builds it; headers a client sends cannot change it);
@@ -10,9 +11,11 @@ with auth off, the request headers named below.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from operator import attrgetter
+
+import ahocorasick
 
 from llmroute.strategy.spec import Range, When
 from llmroute.types import ChatRequest, Intent
@@ -130,12 +133,24 @@ def _header_checks(when: When) -> list[Check]:
 def _text_checks(when: When) -> list[Check]:
     checks: list[Check] = []
     if when.keywords:
-        words = tuple(dict.fromkeys(w.casefold() for w in when.keywords))
-        checks.append(lambda f: any(w in f.folded for w in words))
+        checks.append(_any_word(w.casefold() for w in when.keywords))
     if when.regex is not None:
         pattern = re.compile(when.regex)
         checks.append(lambda f: pattern.search(f.request.text) is not None)
     return checks
+
+
+def _any_word(words: Iterable[str]) -> Check:
+    """True when the request's case-folded text contains one of ``words`` (case-folded):
+    one Aho–Corasick automaton (pyahocorasick) built here, one pass over the text per request
+    that stops at the first hit, whatever the number of words."""
+    automaton = ahocorasick.Automaton()
+    for word in dict.fromkeys(w for w in words if w):
+        automaton.add_word(word, word)
+    if len(automaton) == 0:
+        return lambda f: False
+    automaton.make_automaton()
+    return lambda f: next(automaton.iter(f.folded), None) is not None
 
 
 def _within(r: Range, read: Callable[[Facts], float]) -> Check:

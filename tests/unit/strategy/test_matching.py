@@ -140,3 +140,15 @@ def test_the_index_picks_what_a_full_scan_picks(whens, label, composite, text):
 
     best = min((e for e in entries if holds(e)), key=lambda e: e.order, default=s.builtin)
     assert s.select(req, intent) is best
+
+
+def test_two_hundred_keyword_strategies_each_match_only_their_words():
+    words = [f"kw{i:03d}x" for i in range(200)]
+    s = BUILTIN.replaced([entry(f"s{i:03d}", keywords=[w, f"ALT{i:03d}Y"])
+                          for i, w in enumerate(words)])
+    for i in (0, 57, 199):
+        assert s.select(request(f"please look at {words[i].upper()} now"), CHAT).header \
+            == f"s{i:03d}@1"
+        assert s.select(request(f"inside-alt{i:03d}y-word"), CHAT).header == f"s{i:03d}@1"
+    assert s.select(request("kw20x kw2000x nothing here " * 1000), CHAT).header \
+        == "builtin-single@0"
