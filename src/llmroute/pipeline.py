@@ -173,8 +173,8 @@ async def serve(rt: Runtime, request: ChatRequest, caller: Caller | None = None,
 
 async def _decided(rt: Runtime, request: ChatRequest, d: Decision, caller: Caller | None,
                    trace: Recorder, timing: dict[str, str]) -> Routed:
-    """``d`` served: by its strategy's runner, else by dispatch (see ``serve``)."""
-    screen = rt.content_filter
+    """``d`` served: by its strategy's runner, else by dispatch (see ``serve``); the answer
+    passes the output filter (``_screened``)."""
     if d.strategy.runner is not None:
         return await run_strategy(rt, request, d, caller, trace, timing)
     if caller is not None:
@@ -182,14 +182,13 @@ async def _decided(rt: Runtime, request: ChatRequest, d: Decision, caller: Calle
     if request.stream:
         backend, stream = await dispatch.open_stream(rt.dispatch, request, d.plan,
                                                      d.candidates, trace)
-        if screen is not None:
-            stream = screen.stream(request, stream, trace)
-        return Routed(route_headers(request, d, backend) | timing, stream=stream)
+        return _screened(rt, request, Routed(route_headers(request, d, backend) | timing,
+                                             stream=stream), trace)
     backend, body = await dispatch.complete(rt.dispatch, request, d.plan, d.candidates, trace)
-    if screen is not None:
-        body = screen.answer(request, body, trace)
-    trace.answered(body)
-    return Routed(route_headers(request, d, backend) | timing, body=body)
+    routed = _screened(rt, request, Routed(route_headers(request, d, backend) | timing,
+                                           body=body), trace)
+    trace.answered(routed.body)
+    return routed
 
 
 async def _tried(rt: Runtime, request: ChatRequest, d: Decision, caller: Caller | None,
