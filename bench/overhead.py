@@ -16,7 +16,9 @@ and ``direct-idle``, ``passthrough-idle`` and ``llmroute-idle``, those paths wit
 idling that long (think time, not counted) before each request. They show what merely
 taking that long costs on the machine: the upstream and the load generator idle meanwhile,
 and a request that follows an idle answers slower. Each proxy runs pinned to one core; the upstream and
-the load generator share the other. While measuring, the script holds a 0 µs CPU latency
+the load generator share the other. While one path is measured every other proxy is stopped
+(SIGSTOP, SIGCONT after its segment), so no other proxy's timers or background jobs share
+its core. While measuring, the script holds a 0 µs CPU latency
 QoS request (``bench/lib/idle.py``; ``--deep-idle`` leaves the machine as it is), so idle
 cores poll instead of entering deep idle states. Loads: closed loop with 1, 16 and 128
 clients and an open-loop fixed rate; streamed and not. Added latency = path − direct at the
@@ -176,7 +178,8 @@ def start_all(work: Path, console: Console) -> dict[str, _procs.Server]:
 def segment(server: _procs.Server, load: tuple[str, int], stream: bool, quick: bool,
             extra: dict | None = None) -> dict:
     """One measured run of ``load`` against ``server`` (``extra``: more load generator spec
-    keys, ``headers`` or ``think_ms``); adds the proxy's CPU seconds."""
+    keys, ``headers`` or ``think_ms``); adds the proxy's CPU seconds. The caller stops the
+    other proxies meanwhile (``procs.only``)."""
     mode, n = load
     spec = {"url": server.url + "/v1/chat/completions",
             "key": KEYS.get(server.name, MASTER_KEY), "stream": stream,
@@ -226,11 +229,13 @@ def measure(servers: dict[str, _procs.Server], quick: bool, console: Console) ->
             for stream in (False, True) for name in servers
             if name not in CONTROLS or load == ("closed", 1)]
     gate_p50 = 0.0
+    proxies = [s for n, s in servers.items() if servers[n] is not servers["direct"]]
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task("measuring", total=len(plan))
         for _, load, stream, name in plan:
             control = _control(name, gate_p50)
-            res = segment(servers[name], load, stream, quick, control)
+            with _procs.only(servers[name], proxies):
+                res = segment(servers[name], load, stream, quick, control)
             if name == "llmroute-gate" and res["gate_ms"]:
                 gate_p50 = statistics.median(res["gate_ms"])
             cell = cells.setdefault((name, load, stream), {"latencies_ms": [], "errors": 0,

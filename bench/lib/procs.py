@@ -7,6 +7,8 @@ import os
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +62,16 @@ class Server:
         except psutil.NoSuchProcess:
             return []
 
+    def suspend(self) -> None:
+        """SIGSTOP the process tree (its timers and background jobs stop using CPU)."""
+        for p in self._tree():
+            p.suspend()
+
+    def resume(self) -> None:
+        """SIGCONT the process tree."""
+        for p in self._tree():
+            p.resume()
+
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after 10 s."""
         if self.proc.poll() is None:
@@ -68,6 +80,22 @@ class Server:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+
+
+@contextmanager
+def only(measured: Server, others: list[Server]) -> Iterator[None]:
+    """While the block runs, every server in ``others`` except ``measured`` is stopped
+    (SIGSTOP, then SIGCONT): proxies pinned to one core then share it with nobody, so
+    another proxy's background work (timers, pollers, LiteLLM's jobs) cannot land in the
+    measured proxy's segment."""
+    paused = {s.proc.pid: s for s in others if s.proc.pid != measured.proc.pid}
+    for s in paused.values():
+        s.suspend()
+    try:
+        yield
+    finally:
+        for s in paused.values():
+            s.resume()
 
 
 def start(name: str, argv: list[str], port: int, cpu: set[int], log_dir: Path,

@@ -2,8 +2,8 @@
 
 With auth on, ``operator(endpoint)`` lets a request through with the admin key or a key of
 the ``operator`` role (``Policy.require_operator``: 401 without a key or with an unknown
-one, 403 with an inference key); ``operator(endpoint, admin=True)`` — key management and
-reload — only with the admin key (403 for operator keys too); ``/metrics`` stays open when
+one, 403 with an inference key) — every ``/admin/*`` route (key management, reload,
+hand-offs), ``/debug/*``, traces and the dashboard's data; ``/metrics`` stays open when
 ``auth.metrics_open``. With auth off the surfaces are open as before and ``/admin/keys``
 answers 404 (there is no key store). Every request that changes something (not GET) is
 logged once as ``operator_action`` with who made it (``admin`` or the key's id, never a
@@ -46,16 +46,14 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 log = structlog.get_logger("llmroute.admin")
 
 
-def operator(endpoint: Endpoint, *, metrics: bool = False, admin: bool = False) -> Endpoint:
-    """``endpoint`` behind the admin key or an operator key when auth is on (``admin``: the
-    admin key only; ``metrics``: open when ``auth.metrics_open``); changes are logged
-    (module docstring)."""
+def operator(endpoint: Endpoint, *, metrics: bool = False) -> Endpoint:
+    """``endpoint`` behind the admin key or an operator key when auth is on (``metrics``:
+    open when ``auth.metrics_open``); changes are logged (module docstring)."""
     async def guarded(request: Request) -> Response:
         policy = request.app.state.runtime.policy
         who = None
         if policy is not None and not (metrics and policy.metrics_open):
-            who = policy.require_admin(request.headers) if admin else \
-                await policy.require_operator(request.headers)
+            who = await policy.require_operator(request.headers)
         if request.method == "GET":
             return await endpoint(request)
         status = 500

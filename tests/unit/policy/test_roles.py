@@ -1,5 +1,5 @@
 """Key roles through the app: an ``operator`` key reads the operator surfaces (debug,
-metrics, traces, hand-offs) but not key management or reload, which stay with the admin
+metrics, traces, hand-offs) and uses ``/admin/*`` (key management, reload) like the admin
 key; inference keys get neither; refusals are OpenAI-shaped; changes are logged by key id,
 never by secret; keys rotate through the admin API; ``llmroute keys create --role``."""
 
@@ -16,7 +16,7 @@ CHAT = "/v1/chat/completions"
 BODY = {"model": "auto", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 16}
 OPERATOR_READS = ["/debug/backends", "/debug/fuse", "/debug/requests", "/debug/strategies",
                   "/metrics", "/trace/req-unknown", "/admin/handoffs"]
-ADMIN_ONLY = [("GET", "/admin/keys"), ("POST", "/admin/keys"),
+ADMIN = [("GET", "/admin/keys"), ("POST", "/admin/keys"),
               ("DELETE", "/admin/keys/key_000000000000"),
               ("POST", "/admin/keys/key_000000000000/rotate"), ("POST", "/admin/reload")]
 
@@ -39,15 +39,20 @@ async def test_an_operator_key_reads_the_operator_surfaces(gated):
         assert (await g.client.post(CHAT, json=BODY, headers=bearer(op))).status_code == 200
 
 
-@pytest.mark.parametrize("method,path", ADMIN_ONLY, ids=[f"{m} {p}" for m, p in ADMIN_ONLY])
-async def test_key_management_and_reload_need_the_admin_key_itself(gated, method, path):
+@pytest.mark.parametrize("method,path", ADMIN, ids=[f"{m} {p}" for m, p in ADMIN])
+async def test_key_management_and_reload_take_an_operator_key_not_an_inference_key(
+        gated, method, path):
     async with gated() as g:
         op, _ = await g.issue(role="operator")
-        r = await g.client.request(method, path, headers=bearer(op), json={"tenant": "acme"})
-    assert r.status_code == 403
-    err = r.json()["error"]
+        user, _ = await g.issue()
+        by_op = await g.client.request(method, path, headers=bearer(op), json={"tenant": "acme"})
+        by_user = await g.client.request(method, path, headers=bearer(user),
+                                         json={"tenant": "acme"})
+    assert by_op.status_code not in (401, 403, 500), by_op.text
+    assert by_user.status_code == 403
+    err = by_user.json()["error"]
     assert err["code"] == "admin_key_required" and err["type"] == "invalid_request_error"
-    assert op not in r.text
+    assert user not in by_user.text and op not in by_op.text
 
 
 async def test_unknown_revoked_or_expired_operator_keys_get_401(gated):
