@@ -24,7 +24,7 @@ class AuthConfig(_Strict):
     or ``x-api-key``), and the operator surfaces (``/debug/*``, ``/admin/*``, ``/trace``,
     ``/metrics`` unless ``metrics_open``) need the admin key, read at start-up from the
     environment variable named by ``admin_key_env`` (the router refuses to start without
-    it), or a key of the ``operator`` role (not for ``/admin/keys`` and ``/admin/reload``).
+    it), or a key of the ``operator`` role.
     ``keys_path``: the SQLite key store. Keys looked up are cached in memory for
     ``cache_ttl_s`` seconds (a revocation takes effect within that), at most ``cache_size``
     of them. ``key_store``: ``sqlite`` (default, ``keys_path``) or ``redis`` (with
