@@ -53,10 +53,14 @@ def engines_main(conn: Any, seed: int, weights: tuple[float, ...]) -> None:
 
 
 def router_main(conn: Any, urls: list[str]) -> None:
-    """The router's process: serve llmroute over ``urls``, send its URL, stop when told."""
+    """The router's process: serve llmroute over ``urls`` (its HTTP client without a
+    connection cap, as ``open_runtime`` makes it: a default aiohttp session would queue every
+    upstream request past 100 behind the others; no signal collector: the scripted engines
+    have no ``/metrics``), send its URL, stop when told."""
     async def main() -> None:
-        async with aiohttp.ClientSession() as session:
-            cfg = config(urls)
+        cfg = config(urls)
+        connector = aiohttp.TCPConnector(limit=0)  # as open_runtime's: no connection cap
+        async with aiohttp.ClientSession(connector=connector, auto_decompress=False) as session:
             app = create_app(cfg, runtime=wire(cfg, make_backends(cfg, {}), session))
             lag: list[float] = []
             async with serve_in_background(app) as url:
