@@ -74,27 +74,30 @@ class Faulty:
                                                 "code": None}}, status=500)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
-        entry[3] = await self._play(resp, request, fault, stream_bytes(rest))
+        await self._play(resp, request, fault, stream_bytes(rest), entry)
         return resp
 
     async def _play(self, resp: web.StreamResponse, request: web.Request, fault: str,
-                    events: list[bytes]) -> float | None:
-        """Send ``events`` with ``fault``; returns when the fault struck (None: no fault)."""
+                    events: list[bytes], entry: list[Any]) -> None:
+        """Send ``events`` with ``fault``, noting in ``entry[3]`` when it struck (before a
+        stall's silence: the router closes the request, which cancels this handler)."""
         cut_at = self.rng.randrange(sum(map(len, events))) if fault == "cut" else -1
         sent = 0
         if fault == "end":
             events = events[:-2]
         for i, event in enumerate(events):
             if fault == "stall" and i == 1:
-                struck = time.monotonic()
+                entry[3] = time.monotonic()
                 await asyncio.sleep(self.hold_s)
-                return struck
+                return
             if 0 <= cut_at < sent + len(event):
                 await resp.write(event[:cut_at - sent])
                 if request.transport is not None:
                     request.transport.close()
-                return time.monotonic()
+                entry[3] = time.monotonic()
+                return
             await resp.write(event)
             sent += len(event)
             await asyncio.sleep(DELAY_S)
-        return time.monotonic() if fault == "end" else None
+        if fault == "end":
+            entry[3] = time.monotonic()
