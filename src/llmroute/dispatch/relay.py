@@ -7,7 +7,8 @@ while the seam (``fuse/seam.py``) keeps the client's stream one unbroken answer:
 ``id``, no text lost or repeated, the handoffs listed in the final chunk. A tool call in
 flight is never continued by another engine: a failure then ends the stream with an error
 event, and an entropy trigger is ignored until the call is finished. When no backend can
-continue, the stream ends with an OpenAI-shaped error event, never a fake clean stop.
+continue, the stream ends with an OpenAI-shaped error event, never a fake clean stop; it
+carries the failure that began the handoffs, not a fallback's own failure to continue.
 Every handoff and dead end is counted (``observe/metrics.py``) and stored
 (``observe/fuse_events.py``). Each leg opens with pre-first-byte failover
 (``failover.with_failover``) inside the request's one attempt budget; its ``Attempt`` is
