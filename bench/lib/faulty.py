@@ -49,7 +49,7 @@ class Faulty:
 
     def __init__(self, rng: random.Random, weights: tuple[float, ...], hold_s: float):
         self.rng, self.weights, self.hold_s = rng, weights, hold_s
-        self.log: list[tuple[str, str, float, float | None]] = []
+        self.log: list[list[Any]] = []  # [marker, fault, at, fault_at]
 
     def app(self) -> web.Application:
         """The aiohttp app serving ``POST /v1/chat/completions``."""
@@ -65,8 +65,8 @@ class Faulty:
         prefix = last.get("content") or "" if last.get("role") == "assistant" else ""
         rest = REPLY[len(prefix):] if REPLY.startswith(prefix) else REPLY
         fault = self.rng.choices(FAULTS, self.weights)[0] if body.get("stream") else "ok"
-        entry = [str(messages[0].get("content")), fault, time.monotonic(), None]
-        self.log.append(entry)  # type: ignore[arg-type]  # fault_at filled in as it strikes
+        entry: list[Any] = [str(messages[0].get("content")), fault, time.monotonic(), None]
+        self.log.append(entry)  # fault_at (entry[3]) is filled in as the fault strikes
         if fault == "500":
             entry[3] = time.monotonic()
             return web.json_response({"error": {"message": "scripted 500", "type":
