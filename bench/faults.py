@@ -1,7 +1,11 @@
-"""Faults benchmark: N concurrent streams through the real router (``create_app`` on
-loopback) over three scripted engines (``bench/lib/faulty.py``) that, per request, cut the
+"""Faults benchmark: N concurrent streams through the real router (``create_app`` served by
+uvicorn) over three scripted engines (``bench/lib/faulty.py``) that, per request, cut the
 connection at a random byte offset, stall past the stall bound, answer 500, or end the body
 cleanly before any ``finish_reason``.
+
+The router, the engines and the clients run in three processes, as they would in a real
+deployment: in one event loop the clients' and engines' own work delayed the router's timers
+and the clients' reads, so the bench measured its own loop's lag as recovery time.
 
 Each client stream is classified from what it received:
 
@@ -11,18 +15,26 @@ Each client stream is classified from what it received:
 * lost: neither (the connection dropped, or ``[DONE]`` without ``finish_reason``), target 0;
   ``false_complete_streams``: ``[DONE]`` without ``finish_reason``, target 0.
 
-``p95_recovery_s``: over streams whose first leg faulted, the longest silence the client saw
-(request → first event, or between two events); target ≤ the stall/TTFT bound + 0.5 s.
-``--quick``: 60 streams (default 200). The last line is ``RESULT {json}``.
+``p95_recovery_s``: per fault an engine dealt a stream (its ``fault_at``, one monotonic
+clock across the processes), the time from the fault — or from the client's last event
+before it, when bytes sent before the fault were still on their way — to the client's next
+event (the continuation, or an honest error event); target ≤ the stall/TTFT bound + 0.5 s.
+It used to be the stream's longest silence from the request on, which also counted the
+router's queueing of the burst before any fault: that is now ``p95_first_event_unfaulted_s``
+(request → first event of streams no fault touched), the same run's baseline. A silence
+spanning several faults (a stall whose fallback answers 500, …) sums several recoveries and
+is reported apart (``p95_multi_fault_recovery_s``). ``loop_lag_p99_ms``: how late each
+process's event loop woke for a 10 ms timer (router, engines, clients): a starving process
+shows there. ``--quick``: 60 streams (default 200). The last line is ``RESULT {json}``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
+import bisect
 import json
-import random
+import multiprocessing
 import statistics
 import sys
 import time
@@ -31,44 +43,37 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 
-from faulty import FAULTS, REPLY, Faulty  # noqa: E402
+from fault_procs import (  # noqa: E402
+    STALL_S,
+    TTFT_S,
+    engines_main,
+    p99_ms,
+    router_main,
+    ticker_lag,
+)
+from faulty import FAULTS, REPLY  # noqa: E402
 
-from llmroute.api.app import create_app  # noqa: E402
-from llmroute.api.server import serve_in_background  # noqa: E402
-from llmroute.assemble.runtime import make_backends, wire  # noqa: E402
-from llmroute.config import Config  # noqa: E402
-
-TTFT_S, STALL_S = 1.0, 0.5
 WEIGHTS = (0.5, 0.2, 0.1, 0.1, 0.1)  # ok, cut, stall, 500, end
 
 
 @dataclass
 class Seen:
-    """One client stream: text, finish_reason, [DONE], error, and event arrival gaps."""
+    """One client stream: text, finish_reason, [DONE], error, when it was sent (``asked``) and
+    when each event arrived (``arrivals``), ``time.monotonic()`` seconds."""
 
     text: str = ""
     finish: str | None = None
     done: bool = False
     error: bool = False
-    gaps: list[float] = field(default_factory=list)
-
-
-def _config(urls: list[str]) -> Config:
-    return Config.model_validate({
-        "pools": {"general": {}}, "routing": {"default_pool": "general"},
-        "gate": {"kind": "off"},
-        "timeouts": {"ttft_s": TTFT_S, "stall_s": STALL_S, "total_s": 30},
-        "retry": {"max_attempts": 3},
-        "backends": [{"id": f"e{i}", "pool": "general", "engine": "vllm", "base_url": u}
-                     for i, u in enumerate(urls)]})
+    asked: float = 0.0
+    arrivals: list[float] = field(default_factory=list)
 
 
 async def _client(session: aiohttp.ClientSession, url: str, i: int) -> Seen:
-    seen, last = Seen(), time.monotonic()
+    seen = Seen(asked=time.monotonic())
     body = {"model": "general", "stream": True, "messages": [
         {"role": "system", "content": f"stream {i}"}, {"role": "user", "content": "Go."}]}
     try:
@@ -77,9 +82,8 @@ async def _client(session: aiohttp.ClientSession, url: str, i: int) -> Seen:
                 seen.error = "error" in await resp.json(content_type=None)
                 return seen
             async for raw in resp.content:
-                now = time.monotonic()
-                seen.gaps.append(now - last)
-                last = now
+                if raw.startswith(b"data:"):
+                    seen.arrivals.append(time.monotonic())
                 _absorb(seen, raw.decode().strip())
     except aiohttp.ClientError:
         pass
@@ -104,53 +108,105 @@ def _absorb(seen: Seen, line: str) -> None:
 async def run(n: int, seed: int, weights: tuple[float, ...] = WEIGHTS) -> dict[str, Any]:
     """Stream ``n`` requests at once through the router, each engine drawing its faults
     with ``weights`` (``FAULTS`` order); the RESULT figures."""
-    rng = random.Random(seed)
-    engines = [Faulty(random.Random(rng.random()), weights, hold_s=STALL_S * 6)
-               for _ in range(3)]
-    async with contextlib.AsyncExitStack() as stack:
-        urls = [await stack.enter_async_context(_serve_engine(e)) for e in engines]
-        session = await stack.enter_async_context(aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(60)))
-        cfg = _config(urls)
-        app = create_app(cfg, runtime=wire(cfg, make_backends(cfg, {}), session))
-        url = await stack.enter_async_context(serve_in_background(app))
-        start = time.monotonic()
-        seen = await asyncio.gather(*(_client(session, url, i) for i in range(n)))
-        wall = time.monotonic() - start
-    return _figures(seen, engines, wall)
-
-
-@contextlib.asynccontextmanager
-async def _serve_engine(engine: Faulty) -> Any:
-    runner = web.AppRunner(engine.app())
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
+    ctx = multiprocessing.get_context("spawn")
+    eng_end, eng_child = ctx.Pipe()
+    rt_end, rt_child = ctx.Pipe()
+    engines = ctx.Process(target=engines_main, args=(eng_child, seed, weights), daemon=True)
+    engines.start()
+    urls = await asyncio.to_thread(eng_end.recv)
+    router = ctx.Process(target=router_main, args=(rt_child, urls), daemon=True)
+    router.start()
     try:
-        yield f"http://127.0.0.1:{port}"
+        url = await asyncio.to_thread(rt_end.recv)
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
+                                         timeout=aiohttp.ClientTimeout(60)) as session:
+            lag: list[float] = []
+            ticker = asyncio.create_task(ticker_lag(lag))
+            start = time.monotonic()
+            seen = await asyncio.gather(*(_client(session, url, i) for i in range(n)))
+            wall = time.monotonic() - start
+            ticker.cancel()
+        eng_end.send("stop")
+        log, engines_lag = await asyncio.to_thread(eng_end.recv)
+        rt_end.send("stop")
+        router_lag = await asyncio.to_thread(rt_end.recv)
     finally:
-        await runner.cleanup()
+        for proc in (router, engines):
+            proc.join(10)
+            if proc.is_alive():
+                proc.terminate()
+    return {**_figures(seen, log, wall), "loop_lag_p99_ms": {
+        "router": router_lag, "engines": engines_lag, "clients": p99_ms(lag)}}
 
 
-def _figures(seen: list[Seen], engines: list[Faulty], wall: float) -> dict[str, Any]:
-    first: dict[str, str] = {}
-    for marker, fault, _ in sorted((x for e in engines for x in e.log), key=lambda x: x[2]):
-        first.setdefault(marker, fault)
+Log = list[tuple[str, str, float, float | None]]
+
+
+def _figures(seen: list[Seen], log: Log, wall: float) -> dict[str, Any]:
     complete = [s for s in seen if s.finish and s.done]
-    faulted = [max(s.gaps) for i, s in enumerate(seen)
-               if first.get(f"stream {i}", "ok") != "ok" and s.gaps]
+    single, multi = _recoveries(seen, log)
+    struck = {marker for marker, _, _, at in log if at is not None}
+    calm = [s.arrivals[0] - s.asked for i, s in enumerate(seen)
+            if f"stream {i}" not in struck and s.arrivals]
+    target = max(TTFT_S, STALL_S) + 0.5
+    p95 = _p95([r for _, r in single])
     return {
         "streams": len(seen), "complete": len(complete),
         "errors": sum(s.error and not s.finish for s in seen),
         "lost_streams": sum(not (s.finish and s.done) and not s.error for s in seen),
         "false_complete_streams": sum(s.done and not s.finish for s in seen),
         "duplicated_or_missing_seam_text": sum(s.text != REPLY for s in complete),
-        "faulted_first_legs": len(faulted),
-        "upstream_faults": {f: sum(x[1] == f for e in engines for x in e.log)
-                            for f in FAULTS},
-        "p95_recovery_s": round(_p95(faulted), 3),
-        "recovery_target_s": max(TTFT_S, STALL_S) + 0.5, "wall_s": round(wall, 2)}
+        "faults_recovered": len(single), "multi_fault_silences": len(multi),
+        "upstream_faults": {f: sum(x[1] == f for x in log) for f in FAULTS},
+        "p95_recovery_s": round(p95, 3),
+        "p95_recovery_by_fault_s": {f: round(_p95([r for k, r in single if k == f]), 3)
+                                    for f in FAULTS[1:]},
+        "p95_multi_fault_recovery_s": round(_p95(multi), 3),
+        "p95_first_event_unfaulted_s": round(_p95(calm), 3),
+        "recovery_target_s": target, "recovery_vs_target": round(p95 / target, 2),
+        "wall_s": round(wall, 2)}
+
+
+def _recoveries(seen: list[Seen], log: Log) -> tuple[list[tuple[str, float]], list[float]]:
+    """Per silence that faults caused (``_silence_after``), the time from the fault (the
+    earliest, or the client's last event before the silence when that came later) to the
+    client's next event: ``(fault, seconds)`` for silences that span one fault, seconds for
+    those that span several. A fault after the client's last event (the stream ended
+    there) has no recovery to time."""
+    faults: dict[str, list[tuple[str, float]]] = {}
+    for marker, fault, _, fault_at in log:
+        if fault_at is not None:
+            faults.setdefault(marker, []).append((fault, fault_at))
+    single: list[tuple[str, float]] = []
+    multi: list[float] = []
+    for i, s in enumerate(seen):
+        times = [s.asked, *s.arrivals]
+        spans: dict[int, list[tuple[str, float]]] = {}
+        for fault, at in faults.get(f"stream {i}", []):
+            k = _silence_after(times, at)
+            if k is not None:
+                spans.setdefault(k, []).append((fault, at))
+        for k, hits in spans.items():
+            took = times[k] - max(times[k - 1], min(at for _, at in hits))
+            if len(hits) == 1:
+                single.append((hits[0][0], took))
+            else:
+                multi.append(took)
+    return single, multi
+
+
+IN_FLIGHT_S = 0.25
+"""How long bytes an engine sent just before its fault may still reach the client."""
+
+
+def _silence_after(times: list[float], at: float) -> int | None:
+    """The index k of the silence ``times[k-1] → times[k]`` that a fault at ``at`` caused:
+    the longest one that ends after ``at`` and begins before ``at + IN_FLIGHT_S`` (events
+    the engine sent before the fault may arrive after it); None when no event followed."""
+    first = max(bisect.bisect_right(times, at), 1)
+    last = bisect.bisect_right(times, at + IN_FLIGHT_S)
+    ks = range(first, min(last + 1, len(times)))
+    return max(ks, key=lambda k: times[k] - times[k - 1], default=None)
 
 
 def _p95(xs: list[float]) -> float:

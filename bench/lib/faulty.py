@@ -7,8 +7,10 @@ then silence for ``hold_s``), ``500`` (an error answer before any byte) or ``end
 content chunk, then a clean end of the body: no ``finish_reason``, no ``[DONE]``). A request whose
 last message is an assistant prefix of ``REPLY`` (a continuation) is answered with the rest
 of ``REPLY``; any other prefix gets all of it (a restart, which the bench counts as
-duplicated text). ``log`` keeps ``(marker, fault, at)`` per request, ``marker`` being the
-first message's content.
+duplicated text). ``log`` keeps ``(marker, fault, at, fault_at)`` per request, ``marker``
+being the first message's content, ``at`` when the request came and ``fault_at`` when its
+fault struck (the cut, the start of the silence, the 500, the early end; None for ``ok``), in
+``time.monotonic()`` seconds (one clock for every process of the machine).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ class Faulty:
 
     def __init__(self, rng: random.Random, weights: tuple[float, ...], hold_s: float):
         self.rng, self.weights, self.hold_s = rng, weights, hold_s
-        self.log: list[tuple[str, str, float]] = []
+        self.log: list[list[Any]] = []  # [marker, fault, at, fault_at]
 
     def app(self) -> web.Application:
         """The aiohttp app serving ``POST /v1/chat/completions``."""
@@ -63,31 +65,39 @@ class Faulty:
         prefix = last.get("content") or "" if last.get("role") == "assistant" else ""
         rest = REPLY[len(prefix):] if REPLY.startswith(prefix) else REPLY
         fault = self.rng.choices(FAULTS, self.weights)[0] if body.get("stream") else "ok"
-        self.log.append((str(messages[0].get("content")), fault, time.monotonic()))
+        entry: list[Any] = [str(messages[0].get("content")), fault, time.monotonic(), None]
+        self.log.append(entry)  # fault_at (entry[3]) is filled in as the fault strikes
         if fault == "500":
+            entry[3] = time.monotonic()
             return web.json_response({"error": {"message": "scripted 500", "type":
                                                 "server_error", "param": None,
                                                 "code": None}}, status=500)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
-        await self._play(resp, request, fault, stream_bytes(rest))
+        await self._play(resp, request, fault, stream_bytes(rest), entry)
         return resp
 
     async def _play(self, resp: web.StreamResponse, request: web.Request, fault: str,
-                    events: list[bytes]) -> None:
+                    events: list[bytes], entry: list[Any]) -> None:
+        """Send ``events`` with ``fault``, noting in ``entry[3]`` when it struck (before a
+        stall's silence: the router closes the request, which cancels this handler)."""
         cut_at = self.rng.randrange(sum(map(len, events))) if fault == "cut" else -1
         sent = 0
         if fault == "end":
             events = events[:-2]
         for i, event in enumerate(events):
             if fault == "stall" and i == 1:
+                entry[3] = time.monotonic()
                 await asyncio.sleep(self.hold_s)
                 return
             if 0 <= cut_at < sent + len(event):
                 await resp.write(event[:cut_at - sent])
                 if request.transport is not None:
                     request.transport.close()
+                entry[3] = time.monotonic()
                 return
             await resp.write(event)
             sent += len(event)
             await asyncio.sleep(DELAY_S)
+        if fault == "end":
+            entry[3] = time.monotonic()

@@ -116,9 +116,11 @@ class UnsupportedMediaType(RequestError):
 class BackendError(LLMRouteError):
     """An engine failed to serve. ``retryable`` says whether another attempt may succeed.
 
-    ``message`` may reach the client, so it names the backend by id only; ``detail`` (None
-    or text) is what only logs and traces see: the low-level error with the engine's host
-    and port, or the raw bytes of a malformed answer."""
+    ``message`` may reach the client, so it describes the failure ("the engine answered
+    503: …", "the connection closed in the middle of the answer") and names no backend,
+    host or port; ``backend_id`` and ``detail`` (None or text) are what only logs and traces
+    see: which backend, the low-level error with the engine's host and port, or the raw
+    bytes of a malformed answer."""
 
     status = 502
     type = "upstream_error"

@@ -97,7 +97,7 @@ class BackendClient:
                 resp.release()
                 await resp.wait_for_close()
         except TimeoutError as exc:
-            raise UpstreamTimeout(f"{backend.id}: no answer within {self._timeouts.total_s} s",
+            raise UpstreamTimeout(f"the engine gave no answer within {self._timeouts.total_s} s",
                                   phase="total", backend_id=backend.id) from exc
         except aiohttp.ClientError as exc:
             raise _connect_error(exc, backend) from exc
@@ -115,7 +115,7 @@ class BackendClient:
             async with asyncio.timeout(ttft_s):
                 resp = await self._post(backend, endpoint, body, request_id)
         except TimeoutError as exc:
-            raise UpstreamTimeout(f"{backend.id}: no response within {ttft_s} s",
+            raise UpstreamTimeout(f"the engine did not respond within {ttft_s} s",
                                   phase="ttft", backend_id=backend.id) from exc
         except aiohttp.ClientError as exc:
             raise _connect_error(exc, backend) from exc
@@ -146,7 +146,7 @@ class BackendClient:
                 await _raise_for_status(resp, backend)
                 return _parse_object(await resp.read(), backend)
         except TimeoutError as exc:
-            raise UpstreamTimeout(f"{backend.id}: no answer from {path} within {timeout_s} s",
+            raise UpstreamTimeout(f"the engine gave no answer from {path} within {timeout_s} s",
                                   phase="total", backend_id=backend.id) from exc
         except aiohttp.ClientError as exc:
             raise _connect_error(exc, backend) from exc
@@ -225,9 +225,9 @@ class UpstreamStream:
             async with asyncio.timeout(left):
                 return await self._resp.content.readany()
         except TimeoutError as exc:
-            why = "the answer ran past its total time" if total else \
-                f"no token for {wait_s:.1f} s ({phase})"
-            raise UpstreamTimeout(f"{self._backend.id}: {why}", phase="total" if total else phase,
+            why = "ran past the answer's total time" if total else \
+                f"sent no token for {wait_s:.1f} s ({phase})"
+            raise UpstreamTimeout(f"the engine {why}", phase="total" if total else phase,
                                   backend_id=self._backend.id) from exc
 
 
@@ -237,7 +237,7 @@ async def _raise_for_status(resp: aiohttp.ClientResponse, backend: Backend) -> N
     raw = await resp.content.read(_ERROR_BODY_LIMIT)
     body = _try_json(raw)
     message = _error_message(body, raw)
-    raise UpstreamStatusError(f"{backend.id} answered {resp.status}: {message}",
+    raise UpstreamStatusError(f"the engine answered {resp.status}: {message}",
                               upstream_status=resp.status, body=body,
                               detail=raw[:200].decode("utf-8", "replace"),
                               retry_after_s=_retry_after(resp.headers),
@@ -311,7 +311,7 @@ def _error_message(body: Any, raw: bytes) -> str:
 def _parse_object(raw: bytes, backend: Backend) -> dict[str, Any]:
     obj = _try_json(raw)
     if not isinstance(obj, dict):
-        raise UpstreamProtocolError(f"{backend.id}: answer is not a JSON object",
+        raise UpstreamProtocolError("the engine's answer is not a JSON object",
                                     backend_id=backend.id)
     return obj
 
@@ -319,10 +319,10 @@ def _parse_object(raw: bytes, backend: Backend) -> dict[str, Any]:
 def _parse_chunk(data: str, backend: Backend) -> Chunk:
     obj = _try_json(data)
     if not isinstance(obj, dict):
-        raise UpstreamProtocolError(f"{backend.id}: malformed stream chunk",
+        raise UpstreamProtocolError("the engine sent a malformed stream chunk",
                                     backend_id=backend.id, detail=data[:120])
     if obj.get("error") is not None or obj.get("object") == "error":
-        raise UpstreamInBandError(f"{backend.id}: error in stream: {_error_message(obj, b'')}",
+        raise UpstreamInBandError(f"the engine reported an error in the stream: {_error_message(obj, b'')}",
                                   backend_id=backend.id, code=_in_band_code(obj))
     return Chunk(data, obj)
 
@@ -340,9 +340,8 @@ _RATE_LIMIT_MARKS = frozenset({"429", "rate_limit_exceeded", "rate_limit_error"}
 
 def _connect_error(exc: aiohttp.ClientError, backend: Backend) -> BackendError:
     if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
-        return UpstreamConnectError(f"{backend.id}: the connection closed in the middle of "
-                                    "the answer", backend_id=backend.id)
-    return UpstreamConnectError(f"{backend.id}: {_connect_reason(exc)}",
+        return UpstreamConnectError("the connection closed in the middle of the answer", backend_id=backend.id)
+    return UpstreamConnectError(_connect_reason(exc),
                                 backend_id=backend.id, detail=f"{type(exc).__name__}: {exc}")
 
 

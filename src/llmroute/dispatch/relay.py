@@ -7,7 +7,8 @@ while the seam (``fuse/seam.py``) keeps the client's stream one unbroken answer:
 ``id``, no text lost or repeated, the handoffs listed in the final chunk. A tool call in
 flight is never continued by another engine: a failure then ends the stream with an error
 event, and an entropy trigger is ignored until the call is finished. When no backend can
-continue, the stream ends with an OpenAI-shaped error event, never a fake clean stop.
+continue, the stream ends with an OpenAI-shaped error event, never a fake clean stop; it
+carries the failure that began the handoffs, not a fallback's own failure to continue.
 Every handoff and dead end is counted (``observe/metrics.py``) and stored
 (``observe/fuse_events.py``). Each leg opens with pre-first-byte failover
 (``failover.with_failover``) inside the request's one attempt budget; its ``Attempt`` is
@@ -24,7 +25,7 @@ from typing import Any
 import structlog
 
 from llmroute.backends.client import Chunk, UpstreamStream
-from llmroute.backends.engines import backend_capabilities
+from llmroute.backends.engines import ContinuationForm, backend_capabilities
 from llmroute.backends.sse import DONE, encode_json
 from llmroute.dispatch.attempt import Attempt, Budget
 from llmroute.dispatch.deps import Deps
@@ -83,6 +84,7 @@ class Relay:
         self._warm: asyncio.Task[None] | None = None
         self._warmed_at: int | None = None  # seam.tokens when the last warm-up began
         self._tail: dict[str, Any] | None = None  # a held-back terminal chunk
+        self._cause: BackendError | None = None  # the failure that began the handoffs
 
     async def open_leg(self) -> _Leg:
         """Open the next backend's stream (with failover) up to its first chunk."""
@@ -193,7 +195,7 @@ class Relay:
             return
         backend = leg.attempt.backend.id
         await self._broken(leg, UpstreamConnectError(
-            f"{backend}: the stream ended before a finish_reason", backend_id=backend))
+            "the stream ended before a finish_reason", backend_id=backend))
 
     async def _broken(self, leg: _Leg, err: BackendError) -> None:
         """``leg`` failed mid-stream: hand off, unless its answer was already complete (a
@@ -225,22 +227,27 @@ class Relay:
         blamed."""
         old = leg.attempt.backend
         overflow = err is not None and is_context_overflow(err)
+        if self._cause is None:
+            self._cause = err
         leg.end(err, to_breaker=not overflow)
         if overflow:
             self.budget.keep_larger_context(old.context_length)
         if not self._can_continue() or not can_continue(self.request.body,
                                                         self.request.endpoint, self.seam.text):
             await self._record(old, verdict, None)
-            raise _dead_end(err, overflow)
+            raise _dead_end(self._cause if err is not None and not overflow else err,
+                            overflow)
         try:
             new = await self.open_leg()
-        except LLMRouteError:
+        except LLMRouteError as later:
             self.leg = None
             await self._record(old, verdict, None)
-            raise
+            if self._cause is None:
+                raise
+            raise _dead_end(self._cause, overflow) from later
         self.seam.hand_off({"from": old.id, "to": new.attempt.backend.id,
                             "reason": verdict.reason},
-                           self._echo(new.attempt.backend))
+                           self._echo(new.attempt.backend), self._restarts(new.attempt.backend))
         await self._record(old, verdict, new.attempt.backend)
 
     async def _record(self, backend: Backend, verdict: FuseVerdict,
@@ -269,6 +276,12 @@ class Relay:
             return ""
         return echoed_text(self.request.body, self.request.endpoint, self.seam.text)
 
+    def _restarts(self, backend: Backend) -> bool:
+        """Whether ``backend`` continues chat by instruction (the generic form), so its
+        model may start the answer over instead of continuing it (``fuse/overlap.py``)."""
+        return self.request.endpoint == "chat" and \
+            backend_capabilities(backend).continuation is ContinuationForm.GENERIC
+
     def _armed(self, backend: Backend) -> bool:
         """Whether the entropy trigger runs on ``backend`` (so logprobs are requested)."""
         return entropy_armed(self.deps.fuse, backend, self.request.endpoint,
@@ -283,7 +296,7 @@ async def _first(chunks: AsyncIterator[Chunk], backend: Backend) -> Chunk:
     try:
         return await anext(chunks)
     except StopAsyncIteration:
-        raise UpstreamProtocolError(f"{backend.id}: stream ended before any chunk",
+        raise UpstreamProtocolError("the engine's stream ended before any chunk",
                                     backend_id=backend.id) from None
 
 

@@ -45,8 +45,8 @@ async def bounded(call: Awaitable[T], backend_id: str, ttft_s: float,
     except asyncio.CancelledError:
         if not dog.fired or dog.task.uncancel() > 0:
             raise
-        raise UpstreamTimeout(f"{backend_id}: no answer within {ttft_s:g} s and the engine "
-                              "stopped answering its metrics polls", phase="ttft",
+        raise UpstreamTimeout(f"the engine gave no answer within {ttft_s:g} s and stopped "
+                              "answering its metrics polls", phase="ttft",
                               backend_id=backend_id) from None
     finally:
         dog.disarm()

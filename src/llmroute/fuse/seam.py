@@ -1,8 +1,9 @@
 """The seam: rewrites every upstream chunk into the client's one unbroken stream.
 
 Pure (the caller passes ``now``, seconds). Across handoffs the client sees the first
-backend's chunk ``id`` throughout, no second ``role`` chunk, no echoed prefix (engines that
-repeat the assistant prefix have it cut off, see ``backends/engines.py``), and
+backend's chunk ``id`` throughout, no second ``role`` chunk, no repeated text (an engine's
+echo of the assistant prefix, a generic-form fallback that restarts the answer or repeats
+its last words: the rule is in ``fuse/overlap.py``), and
 logprobs only when it asked for them (trimmed to its own ``top_logprobs``). The stream's last
 chunk (the caller holds back each ``terminal`` chunk — a ``finish_reason``, or the usage
 chunk with no choices — until it knows which is last, then passes it through ``finish``)
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from llmroute.fuse.overlap import new_text, pending
 from llmroute.fuse.shape import ToolIndex, text_choice
 from llmroute.types import Endpoint
 
@@ -71,15 +73,19 @@ class Seam:
         self.finished = False
         self.handoffs: list[dict[str, Any]] = []
         self._echo = ""
+        self._redo = ""  # text a restarting fallback may repeat (fuse/overlap.py)
         self._held = ""
         self._last_token_at: float | None = None
         self._gap_open = False
 
-    def hand_off(self, record: dict[str, Any], echo: str) -> None:
+    def hand_off(self, record: dict[str, Any], echo: str, restarts: bool = False) -> None:
         """A handoff begins; ``record`` has ``from``, ``to``, ``reason``; the next backend
-        will repeat ``echo`` before its continuation (``""`` when it does not echo)."""
+        will repeat ``echo`` before its continuation (``""`` when it does not echo);
+        ``restarts``: it continues in the generic form, so it may start the answer over or
+        repeat its last words (``fuse/overlap.py``)."""
         self.handoffs.append({**record, "at_token": self.tokens, "gap_ms": None})
         self._echo, self._held, self._gap_open = echo, "", True
+        self._redo = self.text if restarts else ""
 
     def rewrite(self, obj: dict[str, Any], now: float) -> dict[str, Any] | None:
         """The client's version of upstream chunk ``obj`` (rewritten in place), or None when
@@ -148,9 +154,12 @@ class Seam:
         if calls:
             calls = body["tool_calls"] = self._tools.normalise(calls)
             self.tool_in_flight = True
-        text = self._unecho(body.get(self._key) or "")
-        if self._key in body and body[self._key] is not None:
+        final = bool(choice.get("finish_reason"))
+        text = self._unecho(body.get(self._key) or "", final)
+        if text or (self._key in body and body[self._key] is not None):
             body[self._key] = text
+            if not self._legacy:
+                choice["delta"] = body
         self._account(choice, bool(text or calls), text, now)
         self._filter_logprobs(choice)
         if choice.get("finish_reason"):
@@ -173,17 +182,19 @@ class Seam:
             self._gap_open = False
             self._last_token_at = now
 
-    def _unecho(self, text: str) -> str:
-        """Drop the echoed prefix from the start of the next backend's text, holding back
-        text while it still matches; on a mismatch the held text goes out unchanged."""
-        if not self._echo or not text:
+    def _unecho(self, text: str, final: bool) -> str:
+        """Drop repeated text (an echo, a restart: ``fuse/overlap.py``) from the start of the
+        next backend's text, holding text back while it may still be a repeat; ``final``
+        (the choice finished) decides with what is held."""
+        if not (self._echo or self._redo) or not (text or final):
             return text
         held = self._held + text
-        if len(held) < len(self._echo) and self._echo.startswith(held):
+        if not final and pending(held, self._echo, self._redo):
             self._held = held
             return ""
-        echo, self._echo, self._held = self._echo, "", ""
-        return held.removeprefix(echo)
+        out = new_text(held, self._echo, self._redo, final)
+        self._echo = self._redo = self._held = ""
+        return out
 
     def _filter_logprobs(self, choice: dict[str, Any]) -> None:
         if self._legacy or "logprobs" not in choice:

@@ -105,6 +105,6 @@ def _count_of(answer: dict[str, Any], backend: Backend) -> int:
 def _field(answer: dict[str, Any], name: str, kind: type, backend: Backend) -> Any:
     value = answer.get(name)
     if not isinstance(value, kind):
-        raise UpstreamProtocolError(f"{backend.id}: tokenizer answer has no {name!r}",
+        raise UpstreamProtocolError(f"the tokenizer's answer has no {name!r}",
                                     backend_id=backend.id)
     return value

@@ -30,8 +30,21 @@ def test_a_stream_is_classified_by_what_it_received():
 
 async def test_cuts_stalls_500s_and_early_ends_lose_no_stream_and_no_seam_text():
     result = await faults.run(24, seed=3, weights=(0.35, 0.25, 0.1, 0.1, 0.2))
-    assert result["streams"] == 24 and result["faulted_first_legs"] > 0
+    assert result["streams"] == 24 and result["faults_recovered"] > 0
     assert result["upstream_faults"]["end"] > 0
     assert (result["lost_streams"], result["false_complete_streams"],
             result["duplicated_or_missing_seam_text"]) == (0, 0, 0), result
     assert result["p95_recovery_s"] <= result["recovery_target_s"]
+
+
+def test_recovery_runs_from_the_fault_and_counts_bytes_still_in_flight():
+    """A stall struck at t=1.0 while its first chunk was still on the way (it arrived at
+    1.05): the recovery is the silence after that chunk (1.05 → 1.6), not the one before;
+    a 500 at t=2.1 on a stream asked at 2.0 is timed from the 500 (2.1 → 2.3)."""
+    stall = faults.Seen(asked=0.9, arrivals=[1.05, 1.6, 1.61])
+    failed = faults.Seen(asked=2.0, arrivals=[2.3, 2.31])
+    log = [("stream 0", "stall", 0.9, 1.0), ("stream 1", "500", 2.0, 2.1),
+           ("stream 1", "ok", 2.1, None)]
+    single, multi = faults._recoveries([stall, failed], log)
+    assert [(k, round(r, 3)) for k, r in single] == [("stall", 0.55), ("500", 0.2)]
+    assert multi == []

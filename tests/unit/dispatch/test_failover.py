@@ -147,4 +147,4 @@ async def test_non_streamed_answer_past_the_total_timeout_fails_over_or_is_a_504
     err = lone.json()["error"]  # every attempt timed out: a gateway timeout (issue 19)
     assert lone.status_code == 504 and err["code"] == "upstream_timeout"
     assert set(err) == {"message", "type", "param", "code"}
-    assert "a: no answer within 0.3 s" in err["message"]
+    assert "the engine gave no answer within 0.3 s" in err["message"]
