@@ -67,6 +67,7 @@ class Limiter:
                  wall_clock: Callable[[], float]):
         self._store, self._config, self._wall = store, config, wall_clock
         self._plans: LRUCache[tuple[object, ...], _Plan] = LRUCache(PLANS)
+        self._periods = _Periods()
 
     async def admit(self, caller: Caller, request: ChatRequest) -> Ticket:
         """The request's Ticket. Raises RateLimited (429: ``rate_limit_exceeded`` with
@@ -87,11 +88,13 @@ class Limiter:
         return Ticket(self._store, tokens, held, cost, headers)
 
     def _plan(self, caller: Caller) -> _Plan:
-        """The caller's limit objects, built once per key, tenant and limits."""
-        ident = (caller.key.id, caller.tenant.id, caller.key.limits, caller.tenant.limits)
-        plan = self._plans.get(ident)
-        if plan is None:
-            plan = self._plans[ident] = _build_plan(caller, self._config.lease_ttl_s)
+        """The caller's limit objects, built once per key and tenant and again when their
+        limits change (the same Limits objects: no comparison of their fields)."""
+        key, tenant = caller.key, caller.tenant
+        plan = self._plans.get((key.id, tenant.id))
+        if plan is None or not plan.made_for(key.limits, tenant.limits):
+            plan = self._plans[key.id, tenant.id] = _build_plan(caller,
+                                                                self._config.lease_ttl_s)
         return plan
 
     def _charges(self, plan: _Plan, cost: int) -> list[Charge]:
@@ -99,10 +102,7 @@ class Limiter:
         if not plan.quotas:
             return [Charge(limit, 1 if w[1] == "rpm" else cost)
                     for w, limit in zip(plan.what, plan.limits)]
-        now = self._wall()
-        utc = time.gmtime(now)
-        when = {"qd": (time.strftime("%Y%m%d", utc), _to_next_day(now)),
-                "qm": (time.strftime("%Y%m", utc), _to_next_month(now))}
+        when = self._periods.at(self._wall())
         out = []
         for w, limit in zip(plan.what, plan.limits):
             if isinstance(limit, tuple):  # a quota: (kind, name stem, limit)
@@ -122,6 +122,12 @@ class _Plan:
     limits: tuple[Bucket | tuple[str, str, int], ...]
     leases: tuple[tuple[str, str, Lease], ...]
     quotas: bool
+    sources: tuple[Limits, Limits]
+
+    def made_for(self, key: Limits, tenant: Limits) -> bool:
+        """Whether the plan was built from these limits (identity first, then equality)."""
+        k, t = self.sources
+        return (k is key or k == key) and (t is tenant or t == tenant)
 
 
 def _build_plan(caller: Caller, lease_ttl_s: float) -> _Plan:
@@ -142,7 +148,8 @@ def _build_plan(caller: Caller, lease_ttl_s: float) -> _Plan:
         if lim.max_concurrency is not None:
             leases.append((scope, owner, Lease(f"conc:{at}", lim.max_concurrency, lease_ttl_s)))
     return _Plan(tuple(what), tuple(limits), tuple(leases),
-                 any(isinstance(x, tuple) for x in limits))
+                 any(isinstance(x, tuple) for x in limits),
+                 (caller.key.limits, caller.tenant.limits))
 
 
 def _scopes(caller: Caller) -> tuple[tuple[str, str, Limits], ...]:
@@ -194,8 +201,26 @@ def _duration(seconds: float) -> str:
     return f"{int(minutes)}m{rest_s}" if minutes else rest_s
 
 
-def _to_next_day(now: float) -> float:
-    return 86400.0 - now % 86400.0
+class _Periods:
+    """The UTC day and month a wall-clock instant falls in, as the quota counters name them
+    (``%Y%m%d``, ``%Y%m``), worked out once per day rather than per request."""
+
+    def __init__(self) -> None:
+        self._start = self._end = 0.0
+        self._stamps = ("", "")
+        self._month_end = 0.0
+
+    def at(self, now: float) -> dict[str, tuple[str, float]]:
+        """``{"qd": (day stamp, s to the next UTC day), "qm": (month stamp, s to the next
+        UTC month)}`` at ``now`` (epoch s); each wait at least 1 s."""
+        if not self._start <= now < self._end:
+            utc = time.gmtime(now)
+            self._start = now - now % 86400.0
+            self._end = self._start + 86400.0
+            self._stamps = (time.strftime("%Y%m%d", utc), time.strftime("%Y%m", utc))
+            self._month_end = now + _to_next_month(now)
+        return {"qd": (self._stamps[0], max(self._end - now, 1.0)),
+                "qm": (self._stamps[1], max(self._month_end - now, 1.0))}
 
 
 def _to_next_month(now: float) -> float:

@@ -9,7 +9,6 @@ and every ``SWEEP_EVERY`` reservations a sweep drops expired counters and full b
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from collections.abc import Callable, Sequence
 
@@ -78,7 +77,7 @@ class MemoryStore:
         for lease in leases:
             ids.append(str(next(self._ids)))
             self._held(lease.name, now)[ids[-1]] = now + lease.ttl_s
-        return dataclasses.replace(grant, lease_ids=tuple(ids))
+        return Grant(True, grant.levels, lease_ids=tuple(ids))
 
     def _adjust(self, charges: Sequence[Charge], now: float) -> None:
         for c in charges:

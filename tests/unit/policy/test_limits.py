@@ -186,3 +186,33 @@ async def test_no_limits_means_no_rate_headers(gated, stream):
         secret, _ = await g.issue()
         r = await g.client.post(CHAT, json=body(stream=stream), headers=bearer(secret))
     assert r.status_code == 200 and not any(h.startswith("x-ratelimit") for h in r.headers)
+
+
+async def test_a_spent_daily_quota_opens_again_at_utc_midnight_and_monthly_at_the_month():
+    from llmroute.config_policy import LimitsConfig
+    from llmroute.errors import RateLimited
+    from llmroute.policy.auth import Caller
+    from llmroute.policy.keys import ApiKey, Tenant
+    from llmroute.policy.limits import Limiter
+    from llmroute.state.memory import MemoryStore
+    from llmroute.types import ChatRequest
+
+    wall = [1_767_225_599.0]  # 2025-12-31 23:59:59 UTC
+    limiter = Limiter(MemoryStore(lambda: wall[0]), LimitsConfig(), lambda: wall[0])
+    who = Caller(ApiKey("key_1", "lr-abc", "acme",
+                        limits=Limits(daily_tokens=100, monthly_tokens=250)), Tenant("acme"))
+    request = ChatRequest("chat", {}, "auto", False, "hi", 20, 80, "r1")  # 100 tokens
+    await limiter.admit(who, request)
+    with pytest.raises(RateLimited) as refused:
+        await limiter.admit(who, request)
+    assert refused.value.retry_after_s == 1.0  # the day ends in 1 s
+    wall[0] += 2.0  # 2026-01-01 00:00:01: a new day and a new month
+    await limiter.admit(who, request)
+    wall[0] += 86400.0  # 2026-01-02: the day's quota again; the month's has 150 left
+    await limiter.admit(who, request)
+    with pytest.raises(RateLimited):
+        await limiter.admit(who, request)  # the day's 100 are spent
+    wall[0] += 86400.0
+    with pytest.raises(RateLimited) as month:
+        await limiter.admit(who, request)  # 200 of the month's 250 spent: 100 do not fit
+    assert month.value.code == "insufficient_quota"
