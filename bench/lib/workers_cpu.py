@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 import httpx
+import redis
 from fakes.fleet import ENV, create_key, fleet_config
 
 import procs
@@ -50,18 +51,33 @@ def _serve(name: str, config: Path, work: Path, *extra: str) -> procs.Server:
     return server
 
 
-def _drive(server: procs.Server, key: str, seconds: float, clients: int) -> dict[str, float]:
-    """One closed-loop run; served, router CPU seconds, wall seconds, errors."""
+def _commands(redis_url: str) -> int:
+    """Commands Redis has run so far (``INFO commandstats``, without INFO itself)."""
+    client = redis.Redis.from_url(redis_url)
+    try:
+        stats = client.info("commandstats")
+    finally:
+        client.close()
+    return sum(v["calls"] for k, v in stats.items() if k != "cmdstat_info")
+
+
+def _drive(server: procs.Server, key: str, seconds: float, clients: int,
+           redis_url: str) -> dict[str, float]:
+    """One closed-loop run; served, router CPU seconds, wall seconds, errors, Redis
+    commands per served request (every command Redis ran meanwhile: the scripts' own
+    commands count, background sharing too)."""
     spec = {"url": server.url + "/v1/chat/completions", "key": key, "stream": False,
             "mode": "closed", "clients": clients, "duration_s": seconds, "warmup_s": 1.0,
             "model": "auto"}
-    cpu0 = server.cpu_s()
+    cpu0, commands0 = server.cpu_s(), _commands(redis_url)
     done = subprocess.run([sys.executable, str(LIB / "loadgen.py"), json.dumps(spec)],
                           capture_output=True, text=True, check=True)
     cpu = server.cpu_s() - cpu0
+    commands = _commands(redis_url) - commands0
     out = json.loads(done.stdout)
     return {"served": out["served"], "cpu_s": cpu, "wall_s": out["duration_s"] + 1.0,
-            "errors": out["errors"]}
+            "errors": out["errors"],
+            "redis_commands_per_request": commands / out["served"] if out["served"] else 0.0}
 
 
 def _one(work: Path, redis_url: str, upstream: str, workers: int, kind: str, seconds: float,
@@ -75,7 +91,7 @@ def _one(work: Path, redis_url: str, upstream: str, workers: int, kind: str, sec
     extra = ("--workers", str(workers)) if workers > 1 else ()
     server = _serve(f"router-{workers}", config, folder, *extra)
     try:
-        row = _drive(server, key, seconds, clients)
+        row = _drive(server, key, seconds, clients, redis_url)
     finally:
         server.stop()
     row["per_cpu_s"] = row["served"] / row["cpu_s"] if row["cpu_s"] else 0.0
