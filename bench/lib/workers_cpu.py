@@ -6,7 +6,12 @@ Both routers run the same config (auth on, one key with limits high enough never
 the gate off, one ``openai`` backend at the upstream); the only differences are ``state``
 (``memory`` vs ``redis``) and ``--workers``. A closed-loop load generator
 (``bench/lib/loadgen.py``, its own process) drives each for the same time; the router's CPU
-is that of its whole process tree (psutil: the parent and its workers). Efficiency =
+is that of its whole process tree (psutil: the parent and its workers) — never the load
+generator's, the upstream's or Redis's. No process is pinned, on either side: the two
+workers need both cores, and pinning the single process to one core while the other side
+spreads over two would measure the two sides differently; all of them share this 2-core
+machine alike. Redis's own CPU (``INFO cpu``) and commands (``INFO commandstats``) per
+served request are reported beside each row, not counted in its efficiency. Efficiency =
 (served / CPU s with 2 workers) / (served / CPU s with 1 process): 1.0 means sharing state
 through Redis costs the second core nothing. Raw throughput (served per wall second) is
 reported beside it: on a 2-core machine shared with the load generator and the upstream it
@@ -51,39 +56,42 @@ def _serve(name: str, config: Path, work: Path, *extra: str) -> procs.Server:
     return server
 
 
-def _commands(redis_url: str) -> int:
-    """Commands Redis has run so far (``INFO commandstats``, without INFO itself)."""
+def _redis_usage(redis_url: str) -> tuple[int, float]:
+    """Commands Redis has run so far (``INFO commandstats``, without INFO itself) and its
+    CPU seconds (``INFO cpu``: user + system of the server's main thread and children)."""
     client = redis.Redis.from_url(redis_url)
     try:
-        stats = client.info("commandstats")
+        stats, cpu = client.info("commandstats"), client.info("cpu")
     finally:
         client.close()
-    return sum(v["calls"] for k, v in stats.items() if k != "cmdstat_info")
+    return (sum(v["calls"] for k, v in stats.items() if k != "cmdstat_info"),
+            cpu["used_cpu_user"] + cpu["used_cpu_sys"])
 
 
 def _drive(server: procs.Server, key: str, seconds: float, clients: int,
            redis_url: str) -> dict[str, float]:
     """One closed-loop run; served, router CPU seconds, wall seconds, errors, Redis
     commands per served request (every command Redis ran meanwhile: the scripts' own
-    commands count, background sharing too)."""
+    commands count, background sharing too) and Redis's own CPU per served request (not
+    in ``cpu_s``, which is the router's alone)."""
     spec = {"url": server.url + "/v1/chat/completions", "key": key, "stream": False,
             "mode": "closed", "clients": clients, "duration_s": seconds, "warmup_s": 1.0,
             "model": "auto"}
-    cpu0, commands0 = server.cpu_s(), _commands(redis_url)
+    cpu0, (commands0, redis_cpu0) = server.cpu_s(), _redis_usage(redis_url)
     done = subprocess.run([sys.executable, str(LIB / "loadgen.py"), json.dumps(spec)],
                           capture_output=True, text=True, check=True)
     cpu = server.cpu_s() - cpu0
-    commands = _commands(redis_url) - commands0
+    commands, redis_cpu = _redis_usage(redis_url)
     out = json.loads(done.stdout)
     return {"served": out["served"], "cpu_s": cpu, "wall_s": out["duration_s"] + 1.0,
-            "errors": out["errors"],
-            "redis_commands_per_request": commands / out["served"] if out["served"] else 0.0}
+            "errors": out["errors"], "redis_commands": commands - commands0,
+            "redis_cpu_s": redis_cpu - redis_cpu0}
 
 
 def _one(work: Path, redis_url: str, upstream: str, workers: int, kind: str, seconds: float,
          clients: int) -> dict[str, float]:
     folder = work / f"w{workers}-{kind}"
-    folder.mkdir()
+    folder.mkdir(parents=True)
     state = {"kind": kind}
     config = fleet_config(folder, redis_url, [{"id": "a", "base_url": upstream}],
                           state=state, server={"drain_timeout_s": 2})
@@ -91,17 +99,32 @@ def _one(work: Path, redis_url: str, upstream: str, workers: int, kind: str, sec
     extra = ("--workers", str(workers)) if workers > 1 else ()
     server = _serve(f"router-{workers}", config, folder, *extra)
     try:
-        row = _drive(server, key, seconds, clients, redis_url)
+        return _drive(server, key, seconds, clients, redis_url)
     finally:
         server.stop()
+
+
+def _row(runs: list[dict[str, float]]) -> dict[str, float]:
+    """One configuration's runs summed: served per router CPU second and per wall second,
+    Redis commands and Redis CPU per served request."""
+    row = {k: sum(r[k] for r in runs) for k in runs[0]}
+    served = row["served"] or 1
     row["per_cpu_s"] = row["served"] / row["cpu_s"] if row["cpu_s"] else 0.0
     row["per_s"] = row["served"] / row["wall_s"]
+    row["redis_commands_per_request"] = row.pop("redis_commands") / served
+    row["redis_cpu_ms_per_request"] = row.pop("redis_cpu_s") * 1000 / served
     return {k: round(v, 3) for k, v in row.items()}
 
 
 def workers_cpu_efficiency(redis_url: str, quick: bool) -> dict[str, object]:
-    """The measurement (module docstring): ``workers_2_cpu_efficiency`` and both rows."""
+    """The measurement (module docstring): ``workers_2_cpu_efficiency`` and the rows. The
+    three configurations run in turn, then (unless ``quick``) once more in the reverse
+    order, and each row sums its runs, so a drift in the shared machine's load over the
+    measurement weighs on every configuration alike."""
     seconds, clients = (3.0, 16) if quick else (8.0, 32)
+    configs = [(1, "memory"), (1, "redis"), (2, "redis")]
+    order = configs if quick else configs + configs[::-1]
+    runs: dict[tuple[int, str], list[dict[str, float]]] = {c: [] for c in configs}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         port = procs.free_port()
@@ -109,11 +132,12 @@ def workers_cpu_efficiency(redis_url: str, quick: bool) -> dict[str, object]:
                                       "1", "0"], port, set(), work)
         try:
             procs.wait_ready(up, _answers("/"))
-            one = _one(work, redis_url, up.url, 1, "memory", seconds, clients)
-            one_redis = _one(work, redis_url, up.url, 1, "redis", seconds, clients)
-            two = _one(work, redis_url, up.url, 2, "redis", seconds, clients)
+            for i, (workers, kind) in enumerate(order):
+                runs[workers, kind].append(_one(work / str(i), redis_url, up.url, workers,
+                                                kind, seconds, clients))
         finally:
             up.stop()
+    one, one_redis, two = (_row(runs[c]) for c in configs)
     ratio = two["per_cpu_s"] / one["per_cpu_s"] if one["per_cpu_s"] else 0.0
     return {"workers_2_cpu_efficiency": round(ratio, 3),
             "workers_throughput_rps": {"1": one["per_s"], "2": two["per_s"]},

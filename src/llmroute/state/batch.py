@@ -10,23 +10,36 @@ the calls cost and how much client CPU (one connection checkout, one socket writ
 one read loop per batch instead of per call), never what they do. An idle replica's call
 waits for nothing; a busy one's waits at most for the round trip before it.
 
-A script Redis does not have (NOSCRIPT: Redis restarted or was flushed) is loaded and the
-calls that needed it are sent again, in their order. A Redis error in one call's reply
-goes to that call; a connection error or a batch slower than ``timeout_s`` goes to every
-call of the batch (callers bound their own wait as well: ``state/redis.py``).
+A batch is written to the batcher's own connection (taken from the pool at the first
+batch and kept: one batch is in flight at a time) in one send (packed by hiredis's C
+``pack_command`` when the ``hiredis`` extra is installed, else by redis-py) and its
+replies read back in order. A script Redis does not have (NOSCRIPT: Redis restarted or
+was flushed) is loaded and the calls that needed it are sent again, in their order. A
+Redis error in one call's reply goes to that call. No call waits longer than
+``timeout_s`` from when it was queued: a batch must end by its oldest call's deadline
+(one timer a batch, none a call), else every call of it gets TimeoutError (and the
+connection, perhaps mid-reply, is dropped); a connection error goes to every call too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections import deque
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.connection import Connection
 from redis.commands.core import AsyncScript
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 
-Call = tuple[AsyncScript, list[str], list[Any], "asyncio.Future[Any]"]
+try:
+    from hiredis import pack_command
+except ImportError:  # the hiredis extra is not installed: redis-py packs
+    pack_command = None
+
+Call = tuple[AsyncScript, list[str], list[Any], "asyncio.Future[Any]", float]
+"""A queued call: script, keys, args, its future and when it was queued (loop time)."""
 
 
 class Batcher:
@@ -37,13 +50,15 @@ class Batcher:
         self._redis, self._timeout, self._max = redis, timeout_s, max_batch
         self._queue: deque[Call] = deque()
         self._task: asyncio.Task[None] | None = None
+        self._conn: Connection | None = None
         self.batches = self.calls = 0
 
     def run(self, script: AsyncScript, keys: list[str], args: list[Any]) -> asyncio.Future[Any]:
         """The future reply of ``EVALSHA script keys args``; raises (through the future)
         RedisError, OSError or TimeoutError when Redis could not run it."""
-        future = asyncio.get_running_loop().create_future()
-        self._queue.append((script, keys, args, future))
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._queue.append((script, keys, args, future, loop.time()))
         if self._task is None:
             self._task = asyncio.create_task(self._drain())
         return future
@@ -55,6 +70,9 @@ class Batcher:
             await asyncio.gather(self._task, return_exceptions=True)
         _fail(list(self._queue), ConnectionError("the state store was closed"))
         self._queue.clear()
+        if self._conn is not None:
+            await self._redis.connection_pool.release(self._conn)
+            self._conn = None
 
     async def _drain(self) -> None:
         batch: list[Call] = []
@@ -62,7 +80,7 @@ class Batcher:
             while self._queue:
                 batch = [self._queue.popleft() for _ in range(min(len(self._queue), self._max))]
                 try:
-                    async with asyncio.timeout(self._timeout):
+                    async with asyncio.timeout_at(batch[0][4] + self._timeout):
                         await self._send(batch)
                 except (RedisError, OSError, TimeoutError) as exc:
                     _fail(batch, exc)
@@ -86,7 +104,7 @@ class Batcher:
             again = await self._pipeline([batch[i] for i in missing])
             for i, reply in zip(missing, again):
                 replies[i] = reply
-        for (_, _, _, future), reply in zip(batch, replies):
+        for (*_, future, _), reply in zip(batch, replies):
             if future.done():  # its caller gave up waiting
                 continue
             if isinstance(reply, Exception):
@@ -95,13 +113,34 @@ class Batcher:
                 future.set_result(reply)
 
     async def _pipeline(self, calls: list[Call]) -> list[Any]:
-        pipe = self._redis.pipeline(transaction=False)
-        for script, keys, args, _ in calls:
-            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
-        return await pipe.execute(raise_on_error=False)
+        """Every call's reply (a ResponseError as the reply for one Redis refused)."""
+        commands = [("EVALSHA", script.sha, len(keys), *keys, *args)
+                    for script, keys, args, *_ in calls]
+        if self._conn is None:
+            self._conn = await self._redis.connection_pool.get_connection()
+        conn = self._conn  # reconnects by itself after a disconnect
+        try:
+            await conn.send_packed_command(_pack(conn, commands), check_health=False)
+            replies: list[Any] = []
+            for _ in calls:
+                try:  # the batch's deadline bounds the reads: no timer per reply
+                    replies.append(await conn.read_response(timeout=math.inf))
+                except ResponseError as exc:
+                    replies.append(exc)
+        except BaseException:
+            await conn.disconnect(nowait=True)  # it may be mid-reply: start afresh
+            raise
+        return replies
+
+
+def _pack(conn: Connection, commands: list[tuple[Any, ...]]) -> bytes | list[bytes]:
+    """The commands in Redis's protocol, for one send."""
+    if pack_command is not None:
+        return b"".join([pack_command(c) for c in commands])
+    return conn.pack_commands(commands)
 
 
 def _fail(calls: list[Call], exc: BaseException) -> None:
-    for *_, future in calls:
+    for *_, future, _ in calls:
         if not future.done():
             future.set_exception(exc)

@@ -109,7 +109,11 @@ class RedisStore:
         return "" if self._clock is None else repr(float(self._clock()))
 
     async def _call(self, script: Any, keys: list[str], args: list[Any]) -> Any:
-        return await self._bounded(self.batcher.run(script, keys, args))
+        """The script's reply; the batcher bounds the wait by ``timeout_s``."""
+        try:
+            return await self.batcher.run(script, keys, args)
+        except (RedisError, OSError, TimeoutError) as exc:
+            raise unavailable(exc, self._timeout, "the Redis state store") from exc
 
     async def _bounded(self, call: Any) -> Any:
         return await bounded(call, self._timeout, "the Redis state store")
@@ -122,8 +126,13 @@ async def bounded(call: Awaitable[Any], timeout_s: float, what: str) -> Any:
         async with asyncio.timeout(timeout_s):
             return await call
     except (RedisError, OSError, TimeoutError) as exc:
-        raise StateUnavailable(f"{what} did not answer within {timeout_s * 1000:g} ms: "
-                               f"{type(exc).__name__}: {_redact(str(exc))}") from exc
+        raise unavailable(exc, timeout_s, what) from exc
+
+
+def unavailable(exc: BaseException, timeout_s: float, what: str) -> StateUnavailable:
+    """The StateUnavailable for ``exc`` from a call to ``what`` bounded by ``timeout_s``."""
+    return StateUnavailable(f"{what} did not answer within {timeout_s * 1000:g} ms: "
+                            f"{type(exc).__name__}: {_redact(str(exc))}")
 
 
 def _args(charges: Sequence[Charge]) -> list[str]:
