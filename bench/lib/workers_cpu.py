@@ -5,7 +5,9 @@ with in-process state, on a fast scripted upstream (``bench/lib/upstream.py``).
 Both routers run the same config (auth on, one key with limits high enough never to refuse,
 the gate off, one ``openai`` backend at the upstream); the only differences are ``state``
 (``memory`` vs ``redis``) and ``--workers``. A closed-loop load generator
-(``bench/lib/loadgen.py``, its own process) drives each for the same time; the router's CPU
+(``bench/lib/loadgen.py``, its own process) drives each for the same time with the same
+number of clients per router process (16, full run 32: twice as many for the two workers,
+so each process has as many requests in flight as the single one has); the router's CPU
 is that of its whole process tree (psutil: the parent and its workers) — never the load
 generator's, the upstream's or Redis's. No process is pinned, on either side: the two
 workers need both cores, and pinning the single process to one core while the other side
@@ -17,7 +19,12 @@ through Redis costs the second core nothing. Raw throughput (served per wall sec
 reported beside it: on a 2-core machine shared with the load generator and the upstream it
 cannot double. ``workers_1_redis_cpu_efficiency`` (one process on Redis state against one on
 in-process state) tells what of the difference is the Redis calls themselves and what is
-the second process.
+the second process. ``workers_2_cpu_efficiency_same_clients`` drives the two workers with
+the single process's clients (half the requests in flight per process): an asyncio
+process with fewer requests in flight handles fewer of them per turn of its event loop
+and spends more CPU on each, Redis or not (one process on in-process state measured
+0.70–0.94 as many requests per CPU second with 8 clients as with 16), so that figure mixes
+the cost of sharing state with the cost of a lighter load per process.
 """
 
 from __future__ import annotations
@@ -118,13 +125,14 @@ def _row(runs: list[dict[str, float]]) -> dict[str, float]:
 
 def workers_cpu_efficiency(redis_url: str, quick: bool) -> dict[str, object]:
     """The measurement (module docstring): ``workers_2_cpu_efficiency`` and the rows. The
-    three configurations run in turn, then (unless ``quick``) once more in the reverse
-    order, and each row sums its runs, so a drift in the shared machine's load over the
+    configurations run in turn, then (unless ``quick``) once more in the reverse order,
+    and each row sums its runs, so a drift in the shared machine's load over the
     measurement weighs on every configuration alike."""
     seconds, clients = (3.0, 16) if quick else (8.0, 32)
-    configs = [(1, "memory"), (1, "redis"), (2, "redis")]
+    configs = [(1, "memory", clients), (1, "redis", clients), (2, "redis", 2 * clients),
+               (2, "redis", clients)]
     order = configs if quick else configs + configs[::-1]
-    runs: dict[tuple[int, str], list[dict[str, float]]] = {c: [] for c in configs}
+    runs: dict[tuple[int, str, int], list[dict[str, float]]] = {c: [] for c in configs}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         port = procs.free_port()
@@ -132,15 +140,19 @@ def workers_cpu_efficiency(redis_url: str, quick: bool) -> dict[str, object]:
                                       "1", "0"], port, set(), work)
         try:
             procs.wait_ready(up, _answers("/"))
-            for i, (workers, kind) in enumerate(order):
-                runs[workers, kind].append(_one(work / str(i), redis_url, up.url, workers,
-                                                kind, seconds, clients))
+            for i, (workers, kind, n) in enumerate(order):
+                runs[workers, kind, n].append(_one(work / str(i), redis_url, up.url, workers,
+                                                   kind, seconds, n))
         finally:
             up.stop()
-    one, one_redis, two = (_row(runs[c]) for c in configs)
-    ratio = two["per_cpu_s"] / one["per_cpu_s"] if one["per_cpu_s"] else 0.0
-    return {"workers_2_cpu_efficiency": round(ratio, 3),
+    one, one_redis, two, two_same = (_row(runs[c]) for c in configs)
+
+    def ratio(row: dict[str, float]) -> float:
+        return round(row["per_cpu_s"] / one["per_cpu_s"], 3) if one["per_cpu_s"] else 0.0
+    return {"workers_2_cpu_efficiency": ratio(two),
+            "workers_2_cpu_efficiency_same_clients": ratio(two_same),
             "workers_throughput_rps": {"1": one["per_s"], "2": two["per_s"]},
-            "workers_1_redis_cpu_efficiency": round(
-                one_redis["per_cpu_s"] / one["per_cpu_s"], 3) if one["per_cpu_s"] else 0.0,
-            "workers_rows": {"1": one, "1-redis": one_redis, "2": two}}
+            "workers_1_redis_cpu_efficiency": ratio(one_redis),
+            "workers_clients_per_process": clients,
+            "workers_rows": {"1": one, "1-redis": one_redis, "2": two,
+                             "2-same-clients": two_same}}
