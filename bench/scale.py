@@ -33,7 +33,7 @@ persistence) serves every store. Measured in one run:
   with ``serve --workers 2`` on Redis state against one process on in-process state, with
   raw throughput beside it (``bench/lib/workers_cpu.py``).
 
-``python bench/scale.py [--quick]``; the last line is ``RESULT {json}``.
+``python bench/scale.py [--quick] [--only workers]``; the last line is ``RESULT {json}``.
 """
 
 from __future__ import annotations
@@ -259,6 +259,8 @@ def main() -> int:
     """Command line entry; returns the exit code."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="fewer checks and rounds (~10 s)")
+    p.add_argument("--only", choices=["workers"], help="only this measurement (workers: "
+                   "workers_2_cpu_efficiency and its rows)")
     args = p.parse_args()
     binary = find_redis_server()
     if binary is None:
@@ -268,7 +270,8 @@ def main() -> int:
         server = RedisServer(binary, Path(work))
         server.start()
         try:
-            result = asyncio.run(run(server.url, args.quick))
+            result = (workers_cpu_efficiency(server.url, args.quick) if args.only == "workers"
+                      else asyncio.run(run(server.url, args.quick)))
         finally:
             server.stop()
     print("RESULT " + json.dumps(result))

@@ -1,9 +1,10 @@
 """The Redis state store: the ``StateStore`` contract shared by every replica of a fleet.
 
 Each ``admit`` (also ``reserve`` and ``lease``) and ``settle`` (also ``adjust``) is one
-Lua script (``state/lua.py``), registered once and run by EVALSHA (redis-py's Script
-object reloads it after a NOSCRIPT, e.g. when Redis restarted); ``release`` is one
-``ZREM``. Script runs are atomic in Redis, so replicas
+Lua script (``state/lua.py``) run by EVALSHA, and the calls a replica makes while one
+round trip is under way share the next (``state/batch.py``: one pipeline, each call still
+its own script; a NOSCRIPT after Redis restarted loads the script and sends the call
+again); ``release`` is one ``ZREM``. Script runs are atomic in Redis, so replicas
 never race on a read-modify-write. The clock is Redis's ``TIME`` (one clock for the fleet)
 unless a ``clock`` is injected (tests). Keys are ``<prefix><name>``: a name that carries a
 Redis hash tag (``rpm:key:{tenant}:id``) keeps every name of a call in one slot, as Redis
@@ -27,6 +28,7 @@ from redis.exceptions import RedisError
 
 from llmroute.errors import StateUnavailable
 from llmroute.state import lua
+from llmroute.state.batch import Batcher
 from llmroute.state.protocol import Bucket, Charge, Counter, Grant, Lease, Level
 
 
@@ -45,6 +47,7 @@ class RedisStore:
         self._timeout, self._prefix, self._clock = timeout_s, prefix, clock
         self._admit = self._redis.register_script(lua.ADMIT)
         self._settle = self._redis.register_script(lua.SETTLE)
+        self.batcher = Batcher(self._redis, timeout_s)
 
     async def reserve(self, charges: Sequence[Charge]) -> Grant:
         """See ``StateStore.reserve``."""
@@ -60,7 +63,7 @@ class RedisStore:
         return grant.lease_ids[0] if grant.allowed else None
 
     async def admit(self, charges: Sequence[Charge], leases: Sequence[Lease]) -> Grant:
-        """See ``StateStore.admit``: one EVALSHA; lease ids are 96 random bits."""
+        """See ``StateStore.admit``: one EVALSHA (batched); lease ids are 96 random bits."""
         if not charges and not leases:
             return Grant(True, ())
         ids = tuple(secrets.token_hex(12) for _ in leases)
@@ -77,7 +80,8 @@ class RedisStore:
         return Grant(False, levels, denied - 1, float(retry) if retry else None)
 
     async def settle(self, charges: Sequence[Charge], held: Sequence[tuple[str, str]]) -> None:
-        """See ``StateStore.settle``: one EVALSHA (nothing when there is nothing to do)."""
+        """See ``StateStore.settle``: one EVALSHA (batched; nothing when there is nothing
+        to do)."""
         if charges or held:
             args = [self._now(), *_args(charges)]
             for _, lease_id in held:
@@ -93,7 +97,8 @@ class RedisStore:
         await self._bounded(self._redis.ping())
 
     async def close(self) -> None:
-        """Close the pooled connections."""
+        """Stop the batches and close the pooled connections."""
+        await self.batcher.close()
         await self._redis.aclose()
 
     def _keys(self, charges: Sequence[Charge], leases: Iterable[str]) -> list[str]:
@@ -104,7 +109,11 @@ class RedisStore:
         return "" if self._clock is None else repr(float(self._clock()))
 
     async def _call(self, script: Any, keys: list[str], args: list[Any]) -> Any:
-        return await self._bounded(script(keys=keys, args=args))
+        """The script's reply; the batcher bounds the wait by ``timeout_s``."""
+        try:
+            return await self.batcher.run(script, keys, args)
+        except (RedisError, OSError, TimeoutError) as exc:
+            raise unavailable(exc, self._timeout, "the Redis state store") from exc
 
     async def _bounded(self, call: Any) -> Any:
         return await bounded(call, self._timeout, "the Redis state store")
@@ -117,8 +126,13 @@ async def bounded(call: Awaitable[Any], timeout_s: float, what: str) -> Any:
         async with asyncio.timeout(timeout_s):
             return await call
     except (RedisError, OSError, TimeoutError) as exc:
-        raise StateUnavailable(f"{what} did not answer within {timeout_s * 1000:g} ms: "
-                               f"{type(exc).__name__}: {_redact(str(exc))}") from exc
+        raise unavailable(exc, timeout_s, what) from exc
+
+
+def unavailable(exc: BaseException, timeout_s: float, what: str) -> StateUnavailable:
+    """The StateUnavailable for ``exc`` from a call to ``what`` bounded by ``timeout_s``."""
+    return StateUnavailable(f"{what} did not answer within {timeout_s * 1000:g} ms: "
+                            f"{type(exc).__name__}: {_redact(str(exc))}")
 
 
 def _args(charges: Sequence[Charge]) -> list[str]:
