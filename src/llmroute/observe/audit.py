@@ -5,10 +5,10 @@
 dropped and counted (``llmroute_audit_dropped_total``) — a request never waits on the
 audit. The writer thread (``writer.QueuedWriter``) builds the records of a batch, chains
 them (canonical JSON + SHA-256 each) and inserts them in one transaction
-(``audit_chain.py``; WAL journal, ``synchronous=NORMAL``). When the database cannot be opened or written
-(missing directory, read-only file, full disk) the batch is dropped, counted
-(``llmroute_audit_failures_total``) and logged once per change of state; once writing works
-again a ``gap`` record says how many decisions are missing. Retention (days) prunes the
+(``audit_chain.py``; WAL journal, ``synchronous=NORMAL``). When the database cannot be
+opened or written (missing directory, read-only file, full disk) the batch is dropped,
+counted (``llmroute_audit_failures_total``) and logged once per change of state; once
+writing works again a ``gap`` record says how many decisions are missing. Retention (days) prunes the
 oldest records once an hour, at write time.
 """
 
