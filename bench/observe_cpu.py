@@ -9,9 +9,17 @@ serve`` does, to a file) and the SQLite decision audit; traces and metrics are o
 
 CPU is the process's own (``time.process_time``: the event loop and the audit writer
 thread together), measured after a warm-up and after the audit has written everything;
-the median over rounds. ``LLMROUTE_CALLGRIND=1`` with the process under ``valgrind
---tool=callgrind`` zeroes the counters after the warm-up and dumps them after the measured
-requests (``callgrind_control``), so the dump holds instructions of those requests only.
+the median over rounds, each round a fresh process per path, the paths alternated. On a
+shared machine these figures drift by tens of percent between runs: compare instruction
+counts there. One path's process can run alone under callgrind, against an upstream already
+listening (``bench/lib/upstream.py PORT 20 1.0``)::
+
+    LLMROUTE_CALLGRIND=1 valgrind --tool=callgrind python bench/observe_cpu.py \
+        --child observed --upstream http://127.0.0.1:PORT -n 300 --clients 1 --rounds 1
+
+``LLMROUTE_CALLGRIND=1`` zeroes the counters after the warm-up and dumps them after the
+measured requests (``callgrind_control``): the dump (``callgrind.out.PID.1``) holds the
+instructions of those requests only.
 """
 
 from __future__ import annotations
@@ -168,8 +176,11 @@ def main() -> int:
         try:
             procs.wait_ready(up, lambda url: socket.create_connection(
                 ("127.0.0.1", port), timeout=1).close() is None, timeout_s=30)
-            res = {name: statistics.median(run_path(name, up.url, n, args.clients, rounds,
-                                                    work)) for name in ("plain", "observed")}
+            runs: dict[str, list[float]] = {"plain": [], "observed": []}
+            for _ in range(rounds):  # alternated: a machine whose load drifts hits both
+                for name, got in runs.items():
+                    got += run_path(name, up.url, n, args.clients, 1, work)
+            res = {name: statistics.median(got) for name, got in runs.items()}
         finally:
             up.stop()
     ratio = res["plain"] / res["observed"]
