@@ -8,8 +8,8 @@ them (canonical JSON + SHA-256 each) and inserts them in one transaction
 (``audit_chain.py``; WAL journal, ``synchronous=NORMAL``). When the database cannot be
 opened or written (missing directory, read-only file, full disk) the batch is dropped,
 counted (``llmroute_audit_failures_total``) and logged once per change of state; once
-writing works again a ``gap`` record says how many decisions are missing. Retention (days) prunes the
-oldest records once an hour, at write time.
+writing works again a ``gap`` record says how many decisions are missing. Retention
+(days) prunes the oldest records once an hour, at write time.
 """
 
 from __future__ import annotations
