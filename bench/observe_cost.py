@@ -1,7 +1,8 @@
 """What observation costs per request, in process: the trace recorder's calls, finishing
 the trace (ring + metrics), the per-request log line (rendered as ``llmroute serve``
-renders it, to a null sink) and queueing the decision-audit record — each added in turn —
-plus the audit writer's own time per record (in its worker thread, off the request path).
+renders it by default, JSON through orjson, to a memory sink) and queueing the
+decision-audit record — each added in turn — plus the audit writer's own time per record
+(in its thread, off the request path).
 
     python bench/observe_cost.py [--quick]
 
@@ -23,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import orjson
 import structlog
 
 from llmroute.config_observe import ObserveConfig
@@ -71,25 +73,34 @@ async def measure(obs: Observer | None, n: int, rounds: int) -> float:
     return statistics.median(means)
 
 
-async def writer_cost(path: str, n: int) -> float:
-    """The audit writer's time per record (µs, batches of up to 256, in its thread)."""
+async def writer_cost(path: str, n: int, batch: int = 50) -> float:
+    """The audit writer thread's time per record (µs): building, chaining and inserting
+    finished traces in batches of ``batch`` (~``writer.LINGER_S`` of traffic at 1,000
+    requests/s), called directly as the thread calls it."""
     obs = observer(False, path)
     assert obs.audit is not None
+    traces = []
     for i in range(n):
-        one_request(obs, i)
-        if i % 256 == 255:
-            await asyncio.sleep(0)
+        rec = Recorder(f"req-{i}", f"req-{i}")
+        rec.received(False, 12, "hello")
+        rec.gate(INTENT)
+        rec.anchor(CANDIDATES)
+        rec.answered(ANSWER)
+        traces.append((rec.finish(), "hello", "answer", obs.instance, None))
     t = time.perf_counter()
+    for i in range(0, n, batch):
+        assert obs.audit._write(traces[i:i + batch], 0)
+    took = time.perf_counter() - t
     await obs.audit.close()
-    return (time.perf_counter() - t) / n * 1e6
+    return took / n * 1e6
 
 
 async def run(quick: bool) -> dict[str, Any]:
     n, rounds = (2000, 5) if quick else (10000, 15)
     structlog.configure(processors=[structlog.processors.add_log_level,
                                     structlog.processors.TimeStamper(fmt="iso"),
-                                    structlog.dev.ConsoleRenderer(colors=False)],
-                        logger_factory=structlog.PrintLoggerFactory(io.StringIO()),
+                                    structlog.processors.JSONRenderer(serializer=orjson.dumps)],
+                        logger_factory=structlog.BytesLoggerFactory(io.BytesIO()),
                         cache_logger_on_first_use=False)
     with tempfile.TemporaryDirectory() as tmp:
         paths = {

@@ -3,6 +3,8 @@ decision audit (``observe/``)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -50,13 +52,17 @@ class TraceStoreConfig(_Strict):
 class ObserveConfig(_Strict):
     """``trace_ring``: finished traces kept in memory for ``GET /trace/{id}`` (0: none);
     ``log_requests``: one structured log line per request; ``log_prompts``: that line
-    carries the prompt and answer text too (off: never logged); ``audit``: see
+    carries the prompt and answer text too (off: never logged); ``log_format``: how
+    ``llmroute serve`` writes its log lines on stderr, ``json`` (one object per line; the
+    cheap one, ~10 µs a line) or ``console`` (key=value for reading by eye, ~35 µs);
+    ``audit``: see
     AuditConfig; ``otlp``: see OtlpConfig (None: no export); ``trace_store``: see
     TraceStoreConfig."""
 
     trace_ring: int = Field(1000, ge=0)
     log_requests: bool = True
     log_prompts: bool = False
+    log_format: Literal["json", "console"] = "json"
     audit: AuditConfig = AuditConfig()
     otlp: OtlpConfig | None = None
     trace_store: TraceStoreConfig = TraceStoreConfig()

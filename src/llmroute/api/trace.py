@@ -18,7 +18,7 @@ from starlette.responses import Response
 from llmroute.api.responses import json_response
 from llmroute.errors import InvalidRequest, NotFound
 from llmroute.observe import prov
-from llmroute.observe.observer import audit_record
+from llmroute.observe.audit import audit_record
 from llmroute.runtime import Runtime
 
 MAX_ID = 256

@@ -141,7 +141,7 @@ def _serve(config: Config, args: argparse.Namespace) -> int:
     config = with_tls(config, args.ssl_certfile, args.ssl_keyfile)
     if config.server.tls is not None:
         check_tls(config.server.tls)  # one line, exit 2, before anything starts
-    configure_logging(args.log_level)
+    configure_logging(args.log_level, json=config.observe.log_format == "json")
     log = structlog.get_logger("llmroute")
     host = args.host or config.server.host
     port = args.port if args.port is not None else config.server.port

@@ -1,18 +1,20 @@
 """The decision audit's writer: one record per request, written off the request path.
 
-``submit`` puts a record on a bounded asyncio queue and returns at once; when the queue is
-full the record is dropped and counted (``llmroute_audit_dropped_total``) — a request never
-waits on the audit. A background task (started by the first ``submit``) takes what is
-queued, up to ``writer.BATCH`` records, and appends them to the hash chain in a worker thread
-(``asyncio.to_thread``; ``audit_chain.py``). When the database cannot be opened or written
-(missing directory, read-only file, full disk) the batch is dropped, counted
-(``llmroute_audit_failures_total``) and logged once per change of state; once writing works
-again a ``gap`` record says how many decisions are missing. Retention (days) prunes the
-oldest records once an hour, at write time.
+``add`` queues the finished trace (a tuple: the record is built in the writer thread) and
+``submit`` a ready record; both return at once, and when the queue is full the record is
+dropped and counted (``llmroute_audit_dropped_total``) — a request never waits on the
+audit. The writer thread (``writer.QueuedWriter``) builds the records of a batch, chains
+them (canonical JSON + SHA-256 each) and inserts them in one transaction
+(``audit_chain.py``; WAL journal, ``synchronous=NORMAL``). When the database cannot be
+opened or written (missing directory, read-only file, full disk) the batch is dropped,
+counted (``llmroute_audit_failures_total``) and logged once per change of state; once
+writing works again a ``gap`` record says how many decisions are missing. Retention
+(days) prunes the oldest records once an hour, at write time.
 """
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from typing import Any
 
@@ -20,7 +22,9 @@ import structlog
 from prometheus_client import Counter
 
 from llmroute.observe import audit_chain
+from llmroute.observe.trace import Trace
 from llmroute.observe.writer import QueuedWriter
+
 PRUNE_EVERY_S = 3600.0
 log = structlog.get_logger("llmroute.audit")
 
@@ -29,7 +33,7 @@ class AuditLog(QueuedWriter):
     """Append decision records to the SQLite hash chain at ``path``; ``retention_days``
     (None: keep all); ``queue_size`` records may wait; ``dropped``/``failures`` count the
     records dropped and batches refused. ``submit`` a record (JSON-ready, with ``at`` and
-    ``request_id``); ``flush``/``close`` as ``QueuedWriter``'s."""
+    ``request_id``) or ``add`` a finished trace; ``flush``/``close`` as ``QueuedWriter``'s."""
 
     def __init__(self, path: str, retention_days: float | None, queue_size: int,
                  dropped: Counter, failures: Counter):
@@ -39,9 +43,16 @@ class AuditLog(QueuedWriter):
         self._failing = False
         self._pruned_at = 0.0
 
-    def _write(self, batch: list[dict[str, Any]], missing: int) -> bool:
+    def add(self, trace: Trace, prompt: str | None, answer: str | None, router: str,
+            config_sha256: str | None) -> None:
+        """Queue the decision record of ``trace`` (``audit_record``, with the digests of
+        ``prompt`` and ``answer`` and the provenance fields), built in the writer thread."""
+        self.submit((trace, prompt, answer, router, config_sha256))
+
+    def _write(self, batch: list[Any], missing: int) -> bool:
         """Append ``batch`` (after a ``gap`` record when ``missing`` decisions were lost);
         on a disk error drop it, count it, log the change of state and return False."""
+        batch = [item if isinstance(item, dict) else _from_trace(*item) for item in batch]
         try:
             conn = self._conn = self._conn or audit_chain.connect(self.path)
             gap = [{"kind": "gap", "at": batch[0]["at"], "request_id": "",
@@ -69,3 +80,26 @@ class AuditLog(QueuedWriter):
 
 def _close(conn: sqlite3.Connection) -> None:
     conn.close()
+
+
+def _from_trace(trace: Trace, prompt: str | None, answer: str | None, router: str,
+                config_sha256: str | None) -> dict[str, Any]:
+    return audit_record(trace, router=router, config_sha256=config_sha256,
+                        prompt_sha256=sha256_text(prompt), answer_sha256=sha256_text(answer))
+
+
+def audit_record(trace: Trace, **provenance: str | None) -> dict[str, Any]:
+    """The decision fields of ``trace`` that the audit keeps: ids, time, status, the
+    summary (tenant, key, intent, strategy, pool, backend, tokens, handoffs), the decision
+    steps (policy, gate, strategy, anchor, attempts, handoffs) and the ``provenance``
+    fields given (``router``, ``config_sha256``, ``prompt_sha256``, ``answer_sha256``: hex
+    digests, never the texts; None ones are left out)."""
+    steps = [s.to_json() for s in trace.steps if s.name not in ("receive", "response")]
+    return {"request_id": trace.request_id, "trace_id": trace.trace_id, "at": trace.at,
+            "status": trace.status, **trace.summary, "steps": steps,
+            **{k: v for k, v in provenance.items() if v is not None}}
+
+
+def sha256_text(text: str | None) -> str | None:
+    """SHA-256 (hex) of ``text``'s UTF-8 bytes; None for None."""
+    return None if text is None else hashlib.sha256(text.encode()).hexdigest()

@@ -8,6 +8,12 @@ or reordering records breaks a ``prev`` link or the ``seq`` run. Retention delet
 oldest rows and notes the last deleted ``seq`` and hash in ``audit_head``, so the walk
 starts from there (the first row's ``prev`` must match it). A ``gap`` record (``kind:
 "gap"``, ``dropped``: how many) marks decisions that could not be written.
+
+Durability: the database runs in WAL mode with ``synchronous=NORMAL`` — a commit appends
+to the write-ahead log without an fsync; SQLite syncs at checkpoints. A power loss or OS
+crash may lose the last transactions (the newest batch or batches) but never leaves a
+half-written one: what survives is a prefix of the chain, and ``verify`` still passes on
+it. A crash of the router process alone loses nothing already committed.
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ def digest(data: bytes) -> str:
 def connect(path: str) -> sqlite3.Connection:
     """Open (creating) the audit database at ``path``. Raises sqlite3.Error."""
     conn = sqlite3.connect(path, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
     conn.executescript(SCHEMA)
     return conn
 

@@ -8,7 +8,6 @@ OTLP posts in the exporter's thread (``otlp.py``).
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import logging
 import os
@@ -94,10 +93,7 @@ class Observer:
         if self.config.log_requests and log.is_enabled_for(logging.INFO):
             log.info("request", **self._line(trace, rec))
         if self.audit is not None:
-            self.audit.submit(audit_record(trace, router=self.instance,
-                                           config_sha256=self.config_sha256,
-                                           prompt_sha256=sha256_text(rec.prompt),
-                                           answer_sha256=sha256_text(rec.answer)))
+            self.audit.add(trace, rec.prompt, rec.answer, self.instance, self.config_sha256)
         if self.store is not None:
             self.store.put(trace)
         if self.otlp is not None:
@@ -168,23 +164,6 @@ class Observer:
         if self.config.log_prompts:
             line["prompt"], line["answer"] = rec.prompt, rec.answer
         return line
-
-
-def audit_record(trace: Trace, **provenance: str | None) -> dict[str, Any]:
-    """The decision fields of ``trace`` that the audit keeps: ids, time, status, the
-    summary (tenant, key, intent, strategy, pool, backend, tokens, handoffs), the decision
-    steps (policy, gate, strategy, anchor, attempts, handoffs) and the ``provenance``
-    fields given (``router``, ``config_sha256``, ``prompt_sha256``, ``answer_sha256``: hex
-    digests, never the texts; None ones are left out)."""
-    steps = [s.to_json() for s in trace.steps if s.name not in ("receive", "response")]
-    return {"request_id": trace.request_id, "trace_id": trace.trace_id, "at": trace.at,
-            "status": trace.status, **trace.summary, "steps": steps,
-            **{k: v for k, v in provenance.items() if v is not None}}
-
-
-def sha256_text(text: str | None) -> str | None:
-    """SHA-256 (hex) of ``text``'s UTF-8 bytes; None for None."""
-    return None if text is None else hashlib.sha256(text.encode()).hexdigest()
 
 
 def _bump(counts: dict[str, int], key: str) -> None:

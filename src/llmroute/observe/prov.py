@@ -1,5 +1,5 @@
 """W3C PROV for decision-audit records: ``graph`` turns records (``audit_chain.show`` /
-``query`` rows, or ``observer.audit_record`` of a live trace) into one provenance graph,
+``query`` rows, or ``audit.audit_record`` of a live trace) into one provenance graph,
 which ``prov_o`` writes as JSON-LD in the PROV-O vocabulary and ``prov_json`` as W3C
 PROV-JSON. Pure functions, no I/O.
 

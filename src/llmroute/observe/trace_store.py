@@ -2,8 +2,8 @@
 ``GET /trace/{id}`` and ``llmroute trace`` find a trace after it has left the in-memory ring
 or the router has restarted.
 
-Written off the request path (``writer.QueuedWriter``: a bounded queue, a writer task,
-batches in a worker thread); bounded: at most ``max_traces`` rows and none older than
+Written off the request path (``writer.QueuedWriter``: a bounded queue, batches in a
+writer thread, each trace encoded there); bounded: at most ``max_traces`` rows and none older than
 ``retention_days``, pruned after every ``PRUNE_EVERY`` (or ``max_traces``, when fewer)
 written traces. A repeated request
 id keeps the newest trace. A disk error drops the batch, counts it
@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from typing import Any
 
 import orjson
 import structlog
@@ -68,7 +67,7 @@ class TraceStore(QueuedWriter):
 
     def put(self, trace: Trace) -> None:
         """Queue ``trace`` for writing; never waits."""
-        self.submit(trace.to_json())
+        self.submit(trace)  # encoded in the writer thread
 
     async def get(self, request_id: str) -> Trace | None:
         """The stored trace of ``request_id`` (None: unknown, or the store unreadable)."""
@@ -78,8 +77,8 @@ class TraceStore(QueuedWriter):
             log.warning("trace_store_read_failed", path=self.path, error=str(err))
             return None
 
-    def _write(self, batch: list[dict[str, Any]], missing: int) -> bool:
-        rows = [(t["request_id"], t["at"], orjson.dumps(t)) for t in batch]
+    def _write(self, batch: list[Trace], missing: int) -> bool:
+        rows = [(t.request_id, t.at, orjson.dumps(t.to_json())) for t in batch]
         try:
             conn = self._conn = self._conn or connect(self.path)
             with conn:

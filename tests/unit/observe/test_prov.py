@@ -17,7 +17,7 @@ from rdflib.namespace import RDF
 
 from llmroute.cli.main import main
 from llmroute.observe import audit_chain, prov
-from llmroute.observe.observer import sha256_text
+from llmroute.observe.audit import sha256_text
 
 CHAT = "/v1/chat/completions"
 P = Namespace(prov.PROV)
