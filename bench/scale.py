@@ -32,8 +32,13 @@ persistence) serves every store. Measured in one run:
 * ``workers_2_cpu_efficiency`` (target ≥ 0.85): requests served per second of router CPU
   with ``serve --workers 2`` on Redis state against one process on in-process state, with
   raw throughput beside it (``bench/lib/workers_cpu.py``).
+* ``redis_outage_failed_requests`` (target 0) beside ``redis_outage_requests``: two real
+  replicas on Redis state under a closed-loop load; Redis is killed (SIGKILL) mid-load and
+  started again on its port after 1 s; every request that did not answer 200 over the whole
+  run counts (``bench/lib/redis_outage.py``). It kills the Redis, so it runs last.
 
-``python bench/scale.py [--quick] [--only workers]``; the last line is ``RESULT {json}``.
+``python bench/scale.py [--quick] [--only workers|outage]``; the last line is
+``RESULT {json}``.
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ sys.path.insert(0, str(ROOT))
 import redis.asyncio as aioredis  # noqa: E402
 from redis.utils import HIREDIS_AVAILABLE  # noqa: E402
 from fakes.redis import MISSING, RedisServer, find_redis_server  # noqa: E402
+from redis_outage import redis_outage  # noqa: E402
 from workers_cpu import workers_cpu_efficiency  # noqa: E402
 
 from llmroute.anchor.collector import Collector  # noqa: E402
@@ -216,8 +222,19 @@ async def polls_per_interval(url: str, replicas: int, seconds: float,
     return round(done / (elapsed / period_s), 3)
 
 
-async def run(url: str, quick: bool) -> dict[str, object]:
+def outage(server: RedisServer, quick: bool) -> dict[str, object]:
+    """``redis_outage_*`` (``bench/lib/redis_outage.py``), its line printed."""
+    result = redis_outage(server, quick)
+    print(f"Redis killed mid-load for {result['redis_outage_down_s']} s: "
+          f"{result['redis_outage_failed_requests']} failed of "
+          f"{result['redis_outage_requests']} requests; by phase "
+          f"{result['redis_outage_phases']}; replicas after: {result['redis_outage_replicas']}")
+    return result
+
+
+async def run(server: RedisServer, quick: bool) -> dict[str, object]:
     """Every measurement; prints the tables; returns the RESULT."""
+    url = server.url
     n = 500 if quick else 5000
     memory = await check_p50_ms(MemoryStore(time.monotonic), n)
     redis = RedisStore(url, 2.0, prefix="bench:")
@@ -243,6 +260,7 @@ async def run(url: str, quick: bool) -> dict[str, object]:
     print(f"workers: {workers}")
     polls = {str(n): await polls_per_interval(url, n, 2.0 if quick else 5.0) for n in (1, 3)}
     print(f"engine polls per 50 ms interval: {polls} (independent polling: N per interval)")
+    killed = await asyncio.to_thread(outage, server, quick)  # last: it loses Redis's data
     return {"redis_added_p50_ms": round(through_redis - memory, 4),
             "limiter_cpu_us_per_request": cpu,
             "redis_parser": "hiredis" if HIREDIS_AVAILABLE else "python",
@@ -252,15 +270,16 @@ async def run(url: str, quick: bool) -> dict[str, object]:
             "breaker_propagation_ms_p95": round(p95, 3),
             "check_p50_ms_memory": round(memory, 4), "check_p50_ms_redis": round(through_redis, 4),
             "fleet_rpm_overshoot_max": max(r["overshoot_max"] for r in per_n.values()),
-            "fleet": {str(k): v for k, v in per_n.items()}}
+            "fleet": {str(k): v for k, v in per_n.items()}, **killed}
 
 
 def main() -> int:
     """Command line entry; returns the exit code."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="fewer checks and rounds (~10 s)")
-    p.add_argument("--only", choices=["workers"], help="only this measurement (workers: "
-                   "workers_2_cpu_efficiency and its rows)")
+    p.add_argument("--only", choices=["workers", "outage"], help="only this measurement "
+                   "(workers: workers_2_cpu_efficiency and its rows; outage: "
+                   "redis_outage_failed_requests and its counts)")
     args = p.parse_args()
     binary = find_redis_server()
     if binary is None:
@@ -270,8 +289,12 @@ def main() -> int:
         server = RedisServer(binary, Path(work))
         server.start()
         try:
-            result = (workers_cpu_efficiency(server.url, args.quick) if args.only == "workers"
-                      else asyncio.run(run(server.url, args.quick)))
+            if args.only == "workers":
+                result = workers_cpu_efficiency(server.url, args.quick)
+            elif args.only == "outage":
+                result = outage(server, args.quick)
+            else:
+                result = asyncio.run(run(server, args.quick))
         finally:
             server.stop()
     print("RESULT " + json.dumps(result))

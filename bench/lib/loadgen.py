@@ -6,8 +6,9 @@ completed request, end of answer for streams), ``gate_ms`` (the gate's time each
 received), ``duration_s``, and ``served``/``chunks_all`` (warm-up included). SPEC keys:
 ``url``, ``model``, ``stream``, ``mode`` (``closed``: ``clients`` back-to-back; ``open``:
 ``rate`` requests/s at fixed intervals), ``duration_s``, ``warmup_s``, and optional ``headers``
-(added to every request) and ``think_ms`` (closed loop: each client's think time, an idle
-``asyncio.sleep`` before each request, not counted in its latency).
+(added to every request), ``think_ms`` (closed loop: each client's think time, an idle
+``asyncio.sleep`` before each request, not counted in its latency) and ``stamps`` (when true,
+``ends``: ``[wall-clock time.time() s, ok]`` of every recorded request as it ended).
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ async def _one(session: aiohttp.ClientSession, url: str, body: bytes, stream: bo
     except aiohttp.ClientError:
         ok, gate = False, None
     out["served"] += 1
+    if out["recording"] and out["ends"] is not None:
+        out["ends"].append([time.time(), ok])
     if out["recording"]:
         if ok:
             out["latencies_ms"].append((time.perf_counter() - start) * 1000)
@@ -100,7 +103,7 @@ async def _open(spec: dict, session: aiohttp.ClientSession, bodies: Iterator[byt
 async def run(spec: dict) -> dict:
     """Drive the load described by ``spec``; returns the measurements."""
     out = {"latencies_ms": [], "gate_ms": [], "errors": 0, "chunks": 0, "served": 0,
-           "recording": False,
+           "recording": False, "ends": [] if spec.get("stamps") else None,
            "headers": {"content-type": "application/json",
                        "authorization": f"Bearer {spec.get('key', 'none')}",
                        **spec.get("headers", {})}}
@@ -116,6 +119,8 @@ async def run(spec: dict) -> dict:
         out["duration_s"] = time.perf_counter() - start
         out["chunks_all"] += out["chunks"]
     del out["recording"], out["headers"]
+    if out["ends"] is None:
+        del out["ends"]
     return out
 
 

@@ -29,10 +29,12 @@ the cost of sharing state with the cost of a lighter load per process.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -44,7 +46,7 @@ import procs
 LIB = Path(__file__).resolve().parent
 
 
-def _answers(path: str):
+def answers(path: str):
     """A readiness probe: True once ``url + path`` answers at all (any status)."""
     def probe(url: str) -> bool:
         try:
@@ -54,13 +56,29 @@ def _answers(path: str):
     return probe
 
 
-def _serve(name: str, config: Path, work: Path, *extra: str) -> procs.Server:
+def serve(name: str, config: Path, work: Path, *extra: str) -> procs.Server:
+    """``llmroute serve`` of ``config`` (``extra`` CLI arguments) on a free port, its log in
+    ``work``; returned once ``/ready`` answers."""
     port = procs.free_port()
     server = procs.start(name, [sys.executable, "-m", "llmroute.cli.main", "serve", "--config",
                                 str(config), "--port", str(port), "--log-level", "warning",
                                 *extra], port, set(), work, env=ENV)
-    procs.wait_ready(server, _answers("/ready"))
+    procs.wait_ready(server, answers("/ready"))
     return server
+
+
+@contextlib.contextmanager
+def upstream(work: Path) -> Iterator[procs.Server]:
+    """The fast scripted upstream (``upstream.py``: one short JSON answer at once) on a free
+    port, its log in ``work``; stopped on exit."""
+    port = procs.free_port()
+    up = procs.start("upstream", [sys.executable, str(LIB / "upstream.py"), str(port), "1", "0"],
+                     port, set(), work)
+    try:
+        procs.wait_ready(up, answers("/"))
+        yield up
+    finally:
+        up.stop()
 
 
 def _redis_usage(redis_url: str) -> tuple[int, float]:
@@ -104,7 +122,7 @@ def _one(work: Path, redis_url: str, upstream: str, workers: int, kind: str, sec
                           state=state, server={"drain_timeout_s": 2})
     key = create_key(config, "--rpm", "100000000", "--max-concurrency", "100000")
     extra = ("--workers", str(workers)) if workers > 1 else ()
-    server = _serve(f"router-{workers}", config, folder, *extra)
+    server = serve(f"router-{workers}", config, folder, *extra)
     try:
         return _drive(server, key, seconds, clients, redis_url)
     finally:
@@ -135,16 +153,10 @@ def workers_cpu_efficiency(redis_url: str, quick: bool) -> dict[str, object]:
     runs: dict[tuple[int, str, int], list[dict[str, float]]] = {c: [] for c in configs}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        port = procs.free_port()
-        up = procs.start("upstream", [sys.executable, str(LIB / "upstream.py"), str(port),
-                                      "1", "0"], port, set(), work)
-        try:
-            procs.wait_ready(up, _answers("/"))
+        with upstream(work) as up:
             for i, (workers, kind, n) in enumerate(order):
                 runs[workers, kind, n].append(_one(work / str(i), redis_url, up.url, workers,
                                                    kind, seconds, n))
-        finally:
-            up.stop()
     one, one_redis, two, two_same = (_row(runs[c]) for c in configs)
 
     def ratio(row: dict[str, float]) -> float:
