@@ -220,14 +220,26 @@ def _control(name: str, gate_p50_ms: float) -> dict | None:
     return None
 
 
+RATIO_ROUNDS = 3
+"""With ``--quick``, rounds of the 16-client non-streamed cells (every path but LiteLLM and
+the gate-on one) whose throughputs the ratios compare: one with the rest, then more, interleaved path by
+path, so a second in which the machine ran slow (the load generator and the upstream share
+one core with the machine's other work) weighs on one segment of three, not on a ratio."""
+
+
 def measure(servers: dict[str, _procs.Server], quick: bool, console: Console) -> dict:
-    """Interleaved rounds over every path × load × stream; latencies pooled per cell."""
+    """Interleaved rounds over every path × load × stream (``--quick``: one, plus
+    ``RATIO_ROUNDS - 1`` more of the ratios' cells); latencies pooled per cell."""
     loads = [("closed", 1), ("closed", 16), ("closed", 128), ("open", 100)]
     cells: dict[tuple, dict] = {}
     rounds = 1 if quick else 3
     plan = [(r, load, stream, name) for r in range(rounds) for load in loads
             for stream in (False, True) for name in servers
             if name not in CONTROLS or load == ("closed", 1)]
+    if quick:  # the cells the throughput ratios read get RATIO_ROUNDS rounds in all
+        plan += [(r, ("closed", 16), False, name) for r in range(1, RATIO_ROUNDS)
+                 for name in servers
+                 if name not in CONTROLS and name not in ("litellm", "llmroute-gate")]
     gate_p50 = 0.0
     proxies = [s for n, s in servers.items() if servers[n] is not servers["direct"]]
     with Progress(console=console, transient=True) as bar:
