@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import importlib
 import json
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
-def dup():
-    with pytest.MonkeyPatch.context() as mp:
-        mp.syspath_prepend(str(ROOT / "bench"))
-        yield importlib.import_module("gate_near_duplicates")
+def dup(bench_module):
+    return bench_module("gate_near_duplicates")
 
 
 def test_a_reworded_prompt_is_flagged_and_an_unrelated_one_is_not(dup):

@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
-def rows_module():
-    with pytest.MonkeyPatch.context() as mp:
-        mp.syspath_prepend(str(ROOT / "bench"))
-        yield importlib.import_module("gate_public_rows")
+def rows_module(bench_module):
+    return bench_module("gate_public_rows")
 
 
 def test_rows_are_tagged_and_capped_per_intent(rows_module):
