@@ -7,7 +7,6 @@ import json
 import pytest
 
 
-
 @pytest.fixture(scope="module")
 def dup(bench_module):
     return bench_module("gate_near_duplicates")

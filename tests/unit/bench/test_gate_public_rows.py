@@ -8,7 +8,6 @@ from collections import Counter
 import pytest
 
 
-
 @pytest.fixture(scope="module")
 def rows_module(bench_module):
     return bench_module("gate_public_rows")
