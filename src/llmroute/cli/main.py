@@ -136,11 +136,15 @@ def _serve(config: Config, args: argparse.Namespace) -> int:
 
     from llmroute.api.tls import check_tls
     from llmroute.assemble.serve import serve_forever
+    from llmroute.assemble.strategies import strategy_dir
+    from llmroute.strategy.loader import strategy_files
     from llmroute.observe.logging import configure_logging
 
     config = with_tls(config, args.ssl_certfile, args.ssl_keyfile)
     if config.server.tls is not None:
         check_tls(config.server.tls)  # one line, exit 2, before anything starts
+    if (directory := strategy_dir(config)) is not None:
+        strategy_files(directory)  # a missing strategies folder too, before the engines
     configure_logging(args.log_level, json=config.observe.log_format == "json")
     log = structlog.get_logger("llmroute")
     host = args.host or config.server.host

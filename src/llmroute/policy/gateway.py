@@ -1,6 +1,6 @@
 """The gateway policies the pipeline calls: ``authenticate`` (keys), ``admit`` (model
-permission, limits, quotas, concurrency) and the operator surfaces' checks: the admin key
-(``require_admin``) or the admin key or an ``operator`` key (``require_operator``).
+permission, limits, quotas, concurrency) and the operator surfaces' check: the admin key or
+an ``operator`` key (``require_operator``).
 
 Built once by the composition root (``assemble/policy.py``) when ``auth.enabled``; the
 request path then touches no disk (keys are cached, ``policy/auth.py``).
@@ -26,6 +26,10 @@ ADMIN = "admin"
 """Who ``require_operator`` says presented the admin key (keys are named by their id)."""
 
 
+OPERATOR_ONLY = "This endpoint needs the admin key or a key with the operator role."
+"""The refusal's message on an operator surface (401 without a key, 403 with another)."""
+
+
 @dataclass(frozen=True)
 class Policy:
     """Keys (``auth``, over the key store ``keys``), admission (``limiter``, over the state
@@ -49,33 +53,21 @@ class Policy:
         caller.check_model(request.model)
         return await self.limiter.admit(caller, request)
 
-    def require_admin(self, headers: Mapping[str, str]) -> str:
-        """Returns ``ADMIN``. Raises AuthenticationFailed (401) without a key,
-        PermissionDenied (403) with a key other than the admin key (compared in constant
-        time, as digests)."""
-        secret = presented_key(headers.get("authorization"), headers.get("x-api-key"))
-        if secret is None:
-            raise AuthenticationFailed("This endpoint needs the admin key.",
-                                       code="missing_api_key")
-        if not self._is_admin(secret):
-            raise PermissionDenied("This endpoint needs the admin key.",
-                                   code="admin_key_required")
-        return ADMIN
-
     async def require_operator(self, headers: Mapping[str, str]) -> str:
         """Who presents the admin key (``ADMIN``) or a usable key with the ``operator``
         role (its id). Raises AuthenticationFailed (401) without a key or with an unknown,
         revoked or expired one, PermissionDenied (403, ``admin_key_required``) with a key
         of another role."""
         secret = presented_key(headers.get("authorization"), headers.get("x-api-key"))
-        if secret is None or self._is_admin(secret):
-            return self.require_admin(headers)
+        if secret is None:
+            raise AuthenticationFailed(OPERATOR_ONLY, code="missing_api_key")
+        if self._is_admin(secret):  # compared in constant time, as digests
+            return ADMIN
         if well_formed(secret):
             caller = await self.authenticate(headers)
             if caller.key.role == "operator":
                 return caller.key.id
-        raise PermissionDenied("This endpoint needs the admin key or a key with the "
-                               "operator role.", code="admin_key_required")
+        raise PermissionDenied(OPERATOR_ONLY, code="admin_key_required")
 
     def _is_admin(self, secret: str) -> bool:
         given = hashlib.sha256(secret[:MAX_ADMIN_KEY_CHARS].encode("utf-8", "replace"))

@@ -109,3 +109,17 @@ async def test_the_claimed_socket_is_served_and_announced(capfd):
         await task
     assert r.text == "ok"
     assert f"Uvicorn running on http://127.0.0.1:{port}" in capfd.readouterr().err
+
+
+def test_a_copied_config_without_its_strategies_folder_exits_2_before_any_engine_starts(
+        tmp_path, monkeypatch, capsys):
+    def spy(*args, **kwargs):
+        raise AssertionError("the runtime must not open")
+
+    monkeypatch.setattr(serve_module, "open_runtime", spy)
+    config = tmp_path / "router.yaml"
+    config.write_text(CONFIG + "strategies: {dir: strategies}\n")
+    code = main(["serve", "--config", str(config), "--port", "0", "--log-level", "error"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert f"{tmp_path / 'strategies'}: cannot read the strategies directory" in err
