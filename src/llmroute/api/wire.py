@@ -189,7 +189,8 @@ def _message(param: str, errors: list[Any]) -> str:
     """The first error; for a union (several errors at one field) name the accepted types."""
     same = [e for e in errors if _param(e["loc"]) == param]
     if len(same) > 1:
-        kinds = ", ".join(str(e["loc"][-1]) for e in same)
+        # a member's tag without pydantic's validator names: ``list[function-after[…]]`` → list
+        kinds = ", ".join(dict.fromkeys(str(e["loc"][-1]).split("[", 1)[0] for e in same))
         return f"{param}: invalid type (expected one of: {kinds})"
     return f"{param}: {errors[0]['msg']}" if param else errors[0]["msg"]
 

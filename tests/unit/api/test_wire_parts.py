@@ -38,3 +38,10 @@ def test_well_formed_parts_tools_and_calls_pass_unchanged():
         {"role": "tool", "tool_call_id": "1", "content": "3"}]}
     req = parse_chat(body, "r")
     assert req.body is body and req.has_tools and req.text.startswith("a")
+
+
+def test_content_of_neither_accepted_type_names_the_json_types_not_validator_internals():
+    with pytest.raises(InvalidRequest) as bad:
+        parse_chat({"model": "m", "messages": [{"role": "user", "content": 5}]}, "r")
+    assert bad.value.param == "messages[0].content"
+    assert bad.value.message.endswith("invalid type (expected one of: str, list)")
