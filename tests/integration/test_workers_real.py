@@ -64,7 +64,7 @@ async def test_two_workers_share_the_port_and_the_limit_then_drain_on_sigterm(
         tmp_path, redis_server):
     async with serve_upstream(["ok"]) as up:
         config = fleet_config(tmp_path, redis_server.url, [{"id": "a", "base_url": up.base_url}])
-        key = create_key(config, "--rpm", "20")
+        key, free = create_key(config, "--rpm", "20"), create_key(config)
         parent = Replica(config, free_port(), "--workers", "2")
         try:
             await asyncio.to_thread(parent.wait_ready)
@@ -73,14 +73,20 @@ async def test_two_workers_share_the_port_and_the_limit_then_drain_on_sigterm(
             await _until_listening(workers, parent.port)
             async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(
                     max_keepalive_connections=0)) as client:  # a new connection each: both workers
-                replies = await asyncio.gather(*[
-                    client.post(parent.url + "/v1/chat/completions", json=CHAT,
-                                headers={"authorization": f"Bearer {key}"})
-                    for _ in range(40)])
-            served = [_upstream_connections(pid, up.base_url) for pid in workers]
+                async def burst(secret: str) -> list[httpx.Response]:
+                    return await asyncio.gather(*[
+                        client.post(parent.url + "/v1/chat/completions", json=CHAT,
+                                    headers={"authorization": f"Bearer {secret}"})
+                        for _ in range(40)])
+                # without a limit every request reaches the upstream, from both workers (with
+                # the limit, whichever worker admits the 20 first may serve them all)
+                unlimited = await burst(free)
+                served = [_upstream_connections(pid, up.base_url) for pid in workers]
+                replies = await burst(key)
         finally:
             status = parent.stop()
         log = parent.log_text()
+    assert [r.status_code for r in unlimited] == [200] * 40
     codes = sorted(r.status_code for r in replies)
     assert codes.count(200) in (20, 21), codes  # one shared bucket, not 20 per worker
     assert set(codes) == {200, 429}
