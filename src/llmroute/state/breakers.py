@@ -32,6 +32,7 @@ import redis.asyncio as aioredis
 import structlog
 from redis.exceptions import RedisError
 
+from llmroute.state.guard import stop_if_cancelled
 from llmroute.state.protocol import StateStore
 from llmroute.types import BreakerState, BreakerView
 
@@ -93,12 +94,14 @@ class FleetBreakers:
 
     async def _publish(self, redis: aioredis.Redis) -> None:
         while True:
+            stop_if_cancelled()
             backend_id, opened = await self._outbox.get()
             message = f"{'open' if opened else 'close'} {backend_id} {self.replica}"
             try:
                 await redis.publish(self._channel, message)
                 self.published += 1
             except (RedisError, OSError) as exc:  # the others keep their own thresholds
+                stop_if_cancelled(exc)
                 self._log.warning("breaker_publish_failed", backend=backend_id,
                                   error=type(exc).__name__)
 
@@ -109,8 +112,10 @@ class FleetBreakers:
                     await pubsub.subscribe(self._channel)
                     async for message in pubsub.listen():
                         self._adopt(message["data"])
-            except (RedisError, OSError):
+            except (RedisError, OSError) as exc:
+                stop_if_cancelled(exc)
                 await asyncio.sleep(self._poll_s)
+            stop_if_cancelled()
 
     def _adopt(self, data: bytes) -> None:
         try:
@@ -125,6 +130,7 @@ class FleetBreakers:
         while True:
             await asyncio.sleep(self._poll_s)
             await self.sync_probes()
+            stop_if_cancelled()
 
     async def sync_probes(self) -> None:
         """One round: take the probe lease for each backend newly half-open here, release

@@ -12,6 +12,7 @@ state is logged once each way and counted; ``collect()`` exposes the counts to P
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
@@ -21,6 +22,16 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from llmroute.errors import StateUnavailable
 from llmroute.state.protocol import (Bucket, Charge, Grant, Lease, Level, Limit,
                                      StateStore)
+
+def stop_if_cancelled(exc: BaseException | None = None) -> None:
+    """Raise CancelledError (from ``exc``) when the current task is being cancelled. A
+    cancellation that lands inside a redis-py call can come back as a ConnectionError or
+    TimeoutError, or not at all; a background loop checks this on every turn so that its
+    owner's ``cancel`` + ``gather`` never waits for ever."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError() from exc
+
 
 UNMETERED = "unmetered"
 """The lease id granted while the store is down; releasing it does nothing."""

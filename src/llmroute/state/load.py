@@ -33,6 +33,8 @@ import redis.asyncio as aioredis
 import structlog
 from redis.exceptions import RedisError
 
+from llmroute.state.guard import stop_if_cancelled
+
 Load = dict[str, tuple[int, int]]
 """``{backend_id: (in_flight, prefill_tokens)}``."""
 
@@ -89,6 +91,7 @@ class FleetLoad:
     async def _loop(self) -> None:
         while True:
             await self.exchange()
+            stop_if_cancelled()
             await asyncio.sleep(self._interval)
 
     async def exchange(self) -> None:
@@ -106,6 +109,7 @@ class FleetLoad:
                 if dead:
                     await self._redis.hdel(self._key, *dead)
         except (RedisError, OSError, TimeoutError) as exc:
+            stop_if_cancelled(exc)
             self._went_down(exc)
             return
         if not self.up:

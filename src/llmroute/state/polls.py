@@ -28,6 +28,7 @@ import redis.asyncio as aioredis
 import structlog
 from redis.exceptions import RedisError
 
+from llmroute.state.guard import stop_if_cancelled
 from llmroute.types import EngineSignals
 
 LEAD = """
@@ -106,6 +107,7 @@ class SharedPolls:
             async with asyncio.timeout(self._timeout):
                 result = await call
         except (RedisError, OSError, TimeoutError) as exc:
+            stop_if_cancelled(exc)
             if self.up:
                 self.up = False
                 self._log.warning("shared_polls_unavailable", error=type(exc).__name__,
