@@ -15,10 +15,10 @@ no work) as long as the gate took in the gate-on run just before (``bench/lib/pa
 and ``direct-idle``, ``passthrough-idle`` and ``llmroute-idle``, those paths with each client
 idling that long (think time, not counted) before each request. They show what merely
 taking that long costs on the machine: the upstream and the load generator idle meanwhile,
-and a request that follows an idle answers slower. Each proxy runs pinned to one core; the upstream and
-the load generator share the other. While one path is measured every other proxy is stopped
-(SIGSTOP, SIGCONT after its segment), so no other proxy's timers or background jobs share
-its core. While measuring, the script holds a 0 µs CPU latency
+and a request that follows an idle answers slower. Each proxy runs pinned to one core; the
+upstream and the load generator share the other. While one path is measured every other
+proxy is stopped (SIGSTOP, SIGCONT after its segment), so no other proxy's timers or
+background jobs share its core. While measuring, the script holds a 0 µs CPU latency
 QoS request (``bench/lib/idle.py``; ``--deep-idle`` leaves the machine as it is), so idle
 cores poll instead of entering deep idle states. Loads: closed loop with 1, 16 and 128
 clients and an open-loop fixed rate; streamed and not. Added latency = path − direct at the
@@ -222,9 +222,10 @@ def _control(name: str, gate_p50_ms: float) -> dict | None:
 
 RATIO_ROUNDS = 3
 """With ``--quick``, rounds of the 16-client non-streamed cells (every path but LiteLLM and
-the gate-on one) whose throughputs the ratios compare: one with the rest, then more, interleaved path by
-path, so a second in which the machine ran slow (the load generator and the upstream share
-one core with the machine's other work) weighs on one segment of three, not on a ratio."""
+the gate-on one) whose throughputs the ratios compare: one with the rest, then more,
+interleaved path by path, so a second in which the machine ran slow (the load generator
+and the upstream share one core with the machine's other work) weighs on one segment of
+three, not on a ratio."""
 
 
 def measure(servers: dict[str, _procs.Server], quick: bool, console: Console) -> dict:

@@ -322,7 +322,8 @@ def _parse_chunk(data: str, backend: Backend) -> Chunk:
         raise UpstreamProtocolError("the engine sent a malformed stream chunk",
                                     backend_id=backend.id, detail=data[:120])
     if obj.get("error") is not None or obj.get("object") == "error":
-        raise UpstreamInBandError(f"the engine reported an error in the stream: {_error_message(obj, b'')}",
+        raise UpstreamInBandError("the engine reported an error in the stream: "
+                                  f"{_error_message(obj, b'')}",
                                   backend_id=backend.id, code=_in_band_code(obj))
     return Chunk(data, obj)
 
@@ -340,7 +341,8 @@ _RATE_LIMIT_MARKS = frozenset({"429", "rate_limit_exceeded", "rate_limit_error"}
 
 def _connect_error(exc: aiohttp.ClientError, backend: Backend) -> BackendError:
     if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
-        return UpstreamConnectError("the connection closed in the middle of the answer", backend_id=backend.id)
+        return UpstreamConnectError("the connection closed in the middle of the answer",
+                                    backend_id=backend.id)
     return UpstreamConnectError(_connect_reason(exc),
                                 backend_id=backend.id, detail=f"{type(exc).__name__}: {exc}")
 
