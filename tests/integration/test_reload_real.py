@@ -227,3 +227,25 @@ async def test_sighup_and_the_reload_command_on_a_real_serve_process(tmp_path):
             proc.send_signal(signal.SIGINT)
             _, err = await asyncio.to_thread(proc.communicate, timeout=30)
     assert "reload_refused" in err
+
+
+async def test_a_reload_keeps_what_the_router_learned_of_unchanged_backends(tmp_path):
+    path = tmp_path / "llmroute.yaml"
+    async with serve_upstream(["ok"]) as a, serve_upstream(["ok"]) as b, \
+            serve_upstream(["ok"]) as c:
+        urls = {"a": a.base_url, "b": b.base_url}
+        write_config(path, urls)
+        async with served(path) as (url, reloader), httpx.AsyncClient(timeout=10) as client:
+            for _ in range(6):
+                assert await _one(client, url, False)
+            before = reloader.target.state.runtime.stats.snapshot(0.0).stats
+            kept = max(urls, key=lambda i: before[i].window_requests)  # one that learned
+            changed = "b" if kept == "a" else "a"
+            write_config(path, {**urls, changed: c.base_url})
+            outcome = (await client.post(url + "/admin/reload")).json()
+            after = reloader.target.state.runtime.stats.snapshot(0.0).stats
+    assert outcome["kept"] == [kept] and outcome["changed"] == [changed]
+    assert before["a"].window_requests + before["b"].window_requests == 6
+    assert after[kept].window_requests == before[kept].window_requests > 0
+    assert after[kept].latency_ms == before[kept].latency_ms is not None
+    assert after[changed].window_requests == 0 and after[changed].latency_ms is None

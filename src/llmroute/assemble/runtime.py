@@ -109,11 +109,15 @@ def rewire(old: Runtime, config: Config, backends: dict[str, Backend]) -> Runtim
     fuse events, observer, policy, hand-offs, content filter, the HTTP client, the prefix
     index) and builds the rest anew: anchor profile, router stats, signal store, dispatch's
     view, strategy book, priority gate, token counter and ``collectors`` (not registered
-    yet: the caller swaps them in when the new Runtime starts serving). No I/O beyond
+    yet: the caller swaps them in when the new Runtime starts serving). The new router
+    stats start every unchanged backend from what ``old`` learned of it (latency, TTFT,
+    errors, window, TTFT model: ``RouterStats.inherit``); added and changed backends start
+    empty. No I/O beyond
     reading the strategy files; raises ConfigError for a bad strategy file."""
     fixed = _Fixed(old.breaker, old.metrics, old.fuse_events, old.dispatch.client,
                    old.dispatch.affinity, old.handoffs or handoff_store(config))
     new = dataclasses.replace(old, **_per_backends(config, backends, fixed))
+    new.stats.inherit(old.stats, [i for i, b in backends.items() if old.backends.get(i) == b])
     old.observer.config_sha256 = config_sha256(config)
     return new
 

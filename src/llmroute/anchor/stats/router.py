@@ -25,6 +25,7 @@ backend's TTFT model (``anchor/sources/prefill.py``) that the ``expected-ttft`` 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
@@ -201,6 +202,24 @@ class RouterStats:
             return
         _prefill_end(self._live[ticket.backend_id], ticket, now, first_token=first_token)
         self._changed.add(ticket.backend_id)
+
+    def inherit(self, old: RouterStats, backend_ids: Iterable[str]) -> None:
+        """Start ``backend_ids`` from what ``old`` learned of them (a reload keeping those
+        backends unchanged): the EWMAs, error rate, baselines, the window and the TTFT model
+        are copied, so nothing ``old`` records from now on changes these. The in-flight
+        requests and pending prefill tokens are not: they belong to ``old``'s requests,
+        which finish there (its drain counts them). Ids that either side does not track are
+        skipped."""
+        for b in backend_ids:
+            src, dst = old._live.get(b), self._live.get(b)
+            if src is None or dst is None:
+                continue
+            dst.taken_at, dst.error_rate = src.taken_at, src.error_rate
+            dst.latency_ms, dst.ttft_ms = src.latency_ms, src.ttft_ms
+            dst.ttft_baseline_ms = src.ttft_baseline_ms
+            dst.latency_baseline_ms = src.latency_baseline_ms
+            dst.window, dst.fit = copy.deepcopy(src.window), copy.deepcopy(src.fit)
+            self._changed.add(b)
 
     def local_load(self) -> dict[str, tuple[int, int]]:
         """``{backend_id: (in_flight, prefill_tokens)}`` of this process alone (what it

@@ -114,3 +114,29 @@ def test_remote_load_adds_to_the_published_counts_and_nothing_else(remote, sends
     assert stats.local_load() == {b: (s.in_flight, s.prefill_tokens) for b, s in local.items()}
     stats.set_remote({})
     assert stats.snapshot(100.0).stats == local
+
+
+def test_inherit_copies_what_was_learned_but_not_the_old_requests_in_flight():
+    old = RouterStats.for_backends(["a", "gone"])
+    for i in range(1, 8):
+        old.sent("a", 100, float(i))
+        old.prefill_ended(old.sent("a", 100, float(i)), float(i) + 0.05, first_token=True)
+        old.finished("a", float(i), ok=True, latency_ms=100.0 * i, ttft_ms=10.0 * i,
+                     output_tokens=20)
+    old.sent("a", 50, 8.0)  # still running on the old runtime
+    new = RouterStats.for_backends(["a", "added"])
+    new.inherit(old, ["a", "gone", "added"])
+    a, learned = new.snapshot(8.0).stats["a"], old.snapshot(8.0).stats["a"]
+    assert a.in_flight == 0 and a.prefill_tokens == 0
+    assert learned.in_flight > 0
+    for field in ("latency_ms", "ttft_ms", "error_rate", "ttft_p95_ms", "latency_p95_ms",
+                  "ttft_baseline_ms", "latency_baseline_ms", "window_requests", "output_tps",
+                  "prefill_ms_per_token", "prefill_overhead_ms"):
+        assert getattr(a, field) == getattr(learned, field), field
+    assert a.window_requests == 7
+    assert new.snapshot(8.0).stats["added"] == BackendStats("added")
+    old.finished("a", 9.0, ok=False)  # the old runtime's records stay its own
+    assert new.snapshot(9.0).stats["a"].window_requests == 7
+    new.finished("a", 9.0, ok=True, latency_ms=50.0, ttft_ms=5.0)
+    assert old.snapshot(9.0).stats["a"].window_requests == 8
+    assert new.snapshot(9.0).stats["a"].window_requests == 8
