@@ -21,9 +21,6 @@ from llmroute.errors import AuthenticationFailed, PermissionDenied, StateUnavail
 from llmroute.policy.keys import ApiKey, Tenant, digest, presented_key, well_formed
 from llmroute.policy.keystore_redis import AnyKeyStore
 
-_Found = tuple[ApiKey, Tenant, str] | None  # the record, its tenant, the stored digest
-
-
 @dataclass(frozen=True, slots=True)
 class Caller:
     """An authenticated request's key and tenant."""
@@ -52,6 +49,9 @@ class Caller:
                                    param="model", code="pool_not_allowed")
 
 
+_Found = tuple[Caller, str] | None  # the key's record and tenant, the stored digest
+
+
 class Authenticator:
     """Keys from ``store``, cached (module docstring); ``wall_clock`` (epoch s) judges
     expiry, ``clock`` (monotonic s) the cache."""
@@ -75,13 +75,14 @@ class Authenticator:
             raise AuthenticationFailed("Incorrect API key provided (malformed).")
         wanted = digest(secret)
         found = await self._lookup(wanted)
-        if found is None or not hmac.compare_digest(found[2], wanted):
+        if found is None or not hmac.compare_digest(found[1], wanted):
             raise AuthenticationFailed("Incorrect API key provided.")
-        key, tenant, _ = found
+        caller = found[0]
+        key = caller.key
         if not key.usable(self._wall()):
             state = "revoked" if key.revoked_at is not None else "expired"
             raise AuthenticationFailed(f"API key {key.display} is {state}.")
-        return Caller(key, tenant)
+        return caller
 
     def forget(self, key_digest: str | None = None) -> None:
         """Drop one cached key (its digest), or all: the next request reads the store."""
@@ -91,11 +92,15 @@ class Authenticator:
             self._cache.pop(key_digest, None)
 
     async def _lookup(self, key_digest: str) -> _Found:
-        pending = self._cache.get(key_digest)
-        if pending is None:
-            pending = asyncio.ensure_future(self._load(key_digest))
-            self._cache[key_digest] = pending
+        """The cached lookup of ``key_digest`` (started now when not cached, or expired);
+        a lookup already done is read without waiting on it."""
         try:
+            pending = self._cache[key_digest]
+        except KeyError:
+            pending = self._cache[key_digest] = asyncio.ensure_future(self._load(key_digest))
+        try:
+            if pending.done():
+                return pending.result()
             return await asyncio.shield(pending)
         except Exception:
             self._cache.pop(key_digest, None)  # a failed lookup is not cached
@@ -107,6 +112,6 @@ class Authenticator:
             if found is None:
                 return None
             key, stored = found
-            return key, await self._store.tenant(key.tenant) or Tenant(key.tenant), stored
+            return Caller(key, await self._store.tenant(key.tenant) or Tenant(key.tenant)), stored
         except sqlite3.Error as exc:
             raise StateUnavailable(f"the key store cannot be read: {exc}") from exc

@@ -173,9 +173,10 @@ def context_limit(caller: Caller | None) -> int | None:
     """The lowest ``max_context_tokens`` of the caller's key and tenant (None: none)."""
     if caller is None:
         return None
-    found = [v for v in (caller.key.limits.max_context_tokens,
-                         caller.tenant.limits.max_context_tokens) if v is not None]
-    return min(found) if found else None
+    key, tenant = caller.key.limits.max_context_tokens, caller.tenant.limits.max_context_tokens
+    if key is None or tenant is None:
+        return tenant if key is None else key
+    return min(key, tenant)
 
 
 def _digest(request: ChatRequest) -> bytes:

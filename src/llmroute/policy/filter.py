@@ -78,7 +78,10 @@ class ContentFilter:
         matcher = self.matcher
         if not matcher.longest["input"]:
             return request
-        scans = [self._scan(matcher, t) for t in (request.text, *_tool_arguments(request))]
+        texts = (request.text, *_tool_arguments(request))
+        if self._clean(matcher, texts):  # the common case: no entry anywhere
+            return request
+        scans = [self._scan(matcher, t) for t in texts]
         hits = [h for s in scans for h in s.hits]
         if not hits:
             return request
@@ -103,7 +106,7 @@ class ContentFilter:
         for choice in body.get("choices") or ():
             holder = choice.get(key) if key and isinstance(choice, dict) else choice
             text = holder.get("content" if key else "text") if isinstance(holder, dict) else None
-            if not isinstance(text, str) or not text:
+            if not isinstance(text, str) or not text or self._clean(matcher, (text,)):
                 continue
             found = scan_text(matcher, self.normalizer, text, "output")
             self.record(found.hits, "output", trace)
@@ -133,6 +136,15 @@ class ContentFilter:
             trace.step("filter", list=h.spec.name, action=h.spec.action, direction=direction)
             if h.spec.action == "block" and direction == "output":
                 trace.finish_reason("content_filter")
+
+    def _clean(self, matcher: Matcher, texts: Iterable[str]) -> bool:
+        """Whether no list entry occurs in any of ``texts`` (normalised): then nothing is
+        masked, blocked or recorded, and the texts pass as they are."""
+        normalize = self.normalizer.normalize
+        for text in texts:
+            if not matcher.clean(normalize(text)[0]):
+                return False
+        return True
 
     def _scan(self, matcher: Matcher, text: str) -> Scanned:
         return scan_text(matcher, self.normalizer, text, "input")

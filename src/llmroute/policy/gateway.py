@@ -43,9 +43,11 @@ class Policy:
     metrics_open: bool = False
 
     async def authenticate(self, headers: Mapping[str, str]) -> Caller:
-        """The caller presenting a key in ``headers``. Raises AuthenticationFailed (401)."""
-        return await self.auth.authenticate(headers.get("authorization"),
-                                            headers.get("x-api-key"))
+        """The caller presenting a key in ``headers`` (``x-api-key`` is read only without
+        an ``authorization``). Raises AuthenticationFailed (401)."""
+        authorization = headers.get("authorization")
+        return await self.auth.authenticate(
+            authorization, None if authorization else headers.get("x-api-key"))
 
     async def admit(self, caller: Caller, request: ChatRequest) -> Ticket:
         """Admit ``request`` for ``caller``. Raises PermissionDenied (403: the key may not

@@ -40,8 +40,10 @@ class Ticket:
     """An admitted request's reservation: ``headers`` (``x-ratelimit-*``), ``reserved``
     tokens; ``settle`` once when the answer ends."""
 
-    def __init__(self, store: StateStore, tokens: Sequence[Charge], leases: list[tuple[str, str]],
-                 reserved: int, headers: dict[str, str]):
+    __slots__ = ("_store", "_tokens", "_leases", "reserved", "headers", "settled")
+
+    def __init__(self, store: StateStore, tokens: Sequence[Charge],
+                 leases: Sequence[tuple[str, str]], reserved: int, headers: dict[str, str]):
         self._store, self._tokens, self._leases = store, tokens, leases
         self.reserved, self.headers = reserved, headers
         self.settled = False
@@ -54,7 +56,7 @@ class Ticket:
             return
         self.settled = True
         delta = (used or 0) - self.reserved
-        charges = [Charge(c.limit, delta) for c in self._tokens] if delta else []
+        charges = [Charge(c.limit, delta) for c in self._tokens] if delta else ()
         if charges or self._leases:
             await self._store.settle(charges, self._leases)
 
@@ -74,53 +76,76 @@ class Limiter:
         ``Retry-After`` from the buckets, or ``insufficient_quota``)."""
         cost = request.prompt_tokens + (request.max_tokens or self._config.default_max_tokens)
         plan = self._plan(caller)
-        charges, what, leases = self._charges(plan, cost), plan.what, plan.leases
-        grant = await self._store.admit(charges, [lease for _, _, lease in leases])
+        charges = self._charges(plan, cost)
+        grant = await self._store.admit(charges, plan.lease_limits)
         if grant.full is not None:
-            scope, owner, lease = leases[grant.full]
+            scope, owner, lease = plan.leases[grant.full]
             raise RateLimited(f"Too many requests in flight for {scope} {owner}: the limit "
                               f"is {lease.limit} at once.", retry_after_s=1.0, kind="requests")
-        headers = rate_headers(charges, what, grant.levels)
+        headers = plan.headers(charges, grant.levels)
         if not grant.allowed:
-            raise _refusal(caller, charges, what, grant, headers)
-        tokens = [c for c, w in zip(charges, what) if w[1] != "rpm"]
-        held = [(lease.name, lid) for (_, _, lease), lid in zip(leases, grant.lease_ids)]
-        return Ticket(self._store, tokens, held, cost, headers)
+            raise _refusal(caller, charges, plan.what, grant, headers)
+        held = tuple(zip(plan.lease_names, grant.lease_ids))
+        return Ticket(self._store, [charges[i] for i in plan.costed], held, cost, headers)
 
     def _plan(self, caller: Caller) -> _Plan:
         """The caller's limit objects, built once per key and tenant and again when their
         limits change (the same Limits objects: no comparison of their fields)."""
         key, tenant = caller.key, caller.tenant
-        plan = self._plans.get((key.id, tenant.id))
+        try:
+            plan = self._plans[key.id, tenant.id]
+        except KeyError:
+            plan = None
         if plan is None or not plan.made_for(key.limits, tenant.limits):
             plan = self._plans[key.id, tenant.id] = _build_plan(caller,
                                                                 self._config.lease_ttl_s)
         return plan
 
     def _charges(self, plan: _Plan, cost: int) -> list[Charge]:
-        """The charges of one request, in ``plan.what`` order."""
+        """The charges of one request, in ``plan.what`` order: the plan's own (cost 1) for
+        RPM, ``cost`` on the others (a quota's Counter named by the day or month now)."""
         if not plan.quotas:
-            return [Charge(limit, 1 if w[1] == "rpm" else cost)
-                    for w, limit in zip(plan.what, plan.limits)]
-        when = self._periods.at(self._wall())
+            return [Charge(limit, cost) if fixed is None else fixed
+                    for fixed, limit in zip(plan.fixed, plan.limits)]
+        now = self._wall()
+        when = self._periods.at(now)
         out = []
-        for w, limit in zip(plan.what, plan.limits):
-            if isinstance(limit, tuple):  # a quota: (kind, name stem, limit)
-                stamp, ttl = when[limit[0]]
-                limit = Counter(f"{limit[0]}:{limit[1]}:{stamp}", limit[2], ttl)
-            out.append(Charge(limit, 1 if w[1] == "rpm" else cost))
+        for fixed, limit in zip(plan.fixed, plan.limits):
+            if fixed is not None:
+                out.append(fixed)
+            elif isinstance(limit, tuple):  # a quota: (kind, name stem, limit)
+                stamp, end = when[limit[0]]
+                out.append(Charge(Counter(f"{limit[0]}:{limit[1]}:{stamp}", limit[2],
+                                          max(end - now, 1.0)), cost))
+            else:
+                out.append(Charge(limit, cost))
         return out
+
+
+_Rate = tuple[tuple[int, ...], tuple[str, ...], tuple[str, str, str]]
+"""One unit's ``x-ratelimit-*`` headers: the indices of its buckets' charges (key's,
+tenant's), their capacities as the ``limit`` header writes them, and the three header
+names."""
 
 
 @dataclass(frozen=True, slots=True)
 class _Plan:
     """A caller's limits as state-store objects: per charge ``what`` (scope, limit name)
     and ``limits`` (a Bucket, or a quota's ``(kind, name stem, limit)`` whose Counter is
-    named by the day or month at each call); ``leases``: (scope, owner, Lease)."""
+    named by the day or month at each call), ``fixed`` the RPM charges (cost 1, built
+    once; None for the others); ``leases``: (scope, owner, Lease), and apart their
+    ``lease_limits`` and ``lease_names``; ``costed``: the indices of the token charges (a
+    settle moves them); ``rates``: what the ``x-ratelimit-*`` headers read, for requests
+    (RPM) and tokens (TPM) when the key or tenant has such a bucket."""
 
     what: tuple[tuple[str, str], ...]
     limits: tuple[Bucket | tuple[str, str, int], ...]
+    fixed: tuple[Charge | None, ...]
     leases: tuple[tuple[str, str, Lease], ...]
+    lease_limits: tuple[Lease, ...]
+    lease_names: tuple[str, ...]
+    costed: tuple[int, ...]
+    rates: tuple[_Rate, ...]
     quotas: bool
     sources: tuple[Limits, Limits]
 
@@ -128,6 +153,19 @@ class _Plan:
         """Whether the plan was built from these limits (identity first, then equality)."""
         k, t = self.sources
         return (k is key or k == key) and (t is tenant or t == tenant)
+
+    def headers(self, charges: Sequence[Charge], levels: Sequence[Level]) -> dict[str, str]:
+        """OpenAI's ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}`` after a call
+        that gave ``levels`` (per charge) from the tighter (fewer remaining; the first of
+        equals) of the key's and tenant's RPM and TPM buckets; absent without one."""
+        out: dict[str, str] = {}
+        for at, caps, (limit_h, remaining_h, reset_h) in self.rates:
+            j = 0 if len(at) == 1 else min(range(len(at)), key=lambda k: levels[at[k]].remaining)
+            level = levels[at[j]]
+            out[limit_h] = caps[j]
+            out[remaining_h] = str(max(0, int(level.remaining)))
+            out[reset_h] = _duration(level.reset_s)
+        return out
 
 
 def _build_plan(caller: Caller, lease_ttl_s: float) -> _Plan:
@@ -147,9 +185,26 @@ def _build_plan(caller: Caller, lease_ttl_s: float) -> _Plan:
                 limits.append(limit)
         if lim.max_concurrency is not None:
             leases.append((scope, owner, Lease(f"conc:{at}", lim.max_concurrency, lease_ttl_s)))
-    return _Plan(tuple(what), tuple(limits), tuple(leases),
-                 any(isinstance(x, tuple) for x in limits),
+    return _Plan(tuple(what), tuple(limits),
+                 tuple(Charge(x, 1) if w[1] == "rpm" else None  # type: ignore[arg-type]
+                       for w, x in zip(what, limits)),
+                 tuple(leases), tuple(lease for _, _, lease in leases),
+                 tuple(lease.name for _, _, lease in leases),
+                 tuple(i for i, w in enumerate(what) if w[1] != "rpm"),
+                 _rates(what, limits), any(isinstance(x, tuple) for x in limits),
                  (caller.key.limits, caller.tenant.limits))
+
+
+def _rates(what: list[tuple[str, str]], limits: list[Bucket | tuple[str, str, int]]
+           ) -> tuple[_Rate, ...]:
+    out = []
+    for name, unit in (("rpm", "requests"), ("tpm", "tokens")):
+        at = tuple(i for i, w in enumerate(what) if w[1] == name)
+        if at:
+            caps = tuple(str(int(limits[i].capacity)) for i in at)  # type: ignore[union-attr]
+            out.append((at, caps, (f"x-ratelimit-limit-{unit}",
+                                   f"x-ratelimit-remaining-{unit}", f"x-ratelimit-reset-{unit}")))
+    return tuple(out)
 
 
 def _scopes(caller: Caller) -> tuple[tuple[str, str, Limits], ...]:
@@ -157,8 +212,8 @@ def _scopes(caller: Caller) -> tuple[tuple[str, str, Limits], ...]:
             ("tenant", caller.tenant.id, caller.tenant.limits))
 
 
-def _refusal(caller: Caller, charges: list[Charge], what: list[tuple[str, str]], grant: Grant,
-             headers: dict[str, str]) -> RateLimited:
+def _refusal(caller: Caller, charges: Sequence[Charge], what: Sequence[tuple[str, str]],
+             grant: Grant, headers: dict[str, str]) -> RateLimited:
     i = grant.denied or 0
     scope, name = what[i]
     owner = caller.key.display if scope == "key" else f"tenant {caller.tenant.id}"
@@ -173,23 +228,6 @@ def _refusal(caller: Caller, charges: list[Charge], what: list[tuple[str, str]],
     code = "insufficient_quota" if name.endswith("_tokens") else None
     return RateLimited(message, retry_after_s=grant.retry_after_s, code=code,
                        kind="tokens" if name != "rpm" else "requests", headers=headers)
-
-
-def rate_headers(charges: Sequence[Charge], what: Sequence[tuple[str, str]],
-                 levels: Sequence[Level]) -> dict[str, str]:
-    """OpenAI's ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}`` from the tighter
-    (fewer remaining) of the key's and tenant's RPM and TPM buckets; absent without one."""
-    out: dict[str, str] = {}
-    for name, unit in (("rpm", "requests"), ("tpm", "tokens")):
-        found = [(lv, c.limit) for c, w, lv in zip(charges, what, levels) if w[1] == name]
-        if not found:
-            continue
-        level, limit = min(found, key=lambda f: f[0].remaining)
-        assert isinstance(limit, Bucket)
-        out[f"x-ratelimit-limit-{unit}"] = str(int(limit.capacity))
-        out[f"x-ratelimit-remaining-{unit}"] = str(max(0, int(level.remaining)))
-        out[f"x-ratelimit-reset-{unit}"] = _duration(level.reset_s)
-    return out
 
 
 def _duration(seconds: float) -> str:
@@ -207,20 +245,18 @@ class _Periods:
 
     def __init__(self) -> None:
         self._start = self._end = 0.0
-        self._stamps = ("", "")
-        self._month_end = 0.0
+        self._when: dict[str, tuple[str, float]] = {}
 
     def at(self, now: float) -> dict[str, tuple[str, float]]:
-        """``{"qd": (day stamp, s to the next UTC day), "qm": (month stamp, s to the next
-        UTC month)}`` at ``now`` (epoch s); each wait at least 1 s."""
+        """``{"qd": (day stamp, epoch s the next UTC day starts), "qm": (month stamp,
+        epoch s the next UTC month starts)}`` for ``now`` (epoch s)."""
         if not self._start <= now < self._end:
             utc = time.gmtime(now)
             self._start = now - now % 86400.0
             self._end = self._start + 86400.0
-            self._stamps = (time.strftime("%Y%m%d", utc), time.strftime("%Y%m", utc))
-            self._month_end = now + _to_next_month(now)
-        return {"qd": (self._stamps[0], max(self._end - now, 1.0)),
-                "qm": (self._stamps[1], max(self._month_end - now, 1.0))}
+            self._when = {"qd": (time.strftime("%Y%m%d", utc), self._end),
+                          "qm": (time.strftime("%Y%m", utc), now + _to_next_month(now))}
+        return self._when
 
 
 def _to_next_month(now: float) -> float:

@@ -65,6 +65,12 @@ class Matcher:
         self.size = len(words)
         self.max_len = max(self.longest.values())
 
+    def clean(self, norm: str) -> bool:
+        """Whether no entry of any list occurs anywhere in ``norm`` (then ``hits`` finds
+        nothing, whatever the direction): one pass of the automaton, stopped at the first
+        entry found."""
+        return self._empty or next(self._automaton.iter(norm), None) is None
+
     def hits(self, norm: str, direction: str, start: int = 0, before: str = "",
              final: bool = True) -> Iterator[Hit]:
         """The matches in ``norm`` of lists applying to ``direction`` that end after index

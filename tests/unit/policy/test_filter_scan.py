@@ -130,6 +130,21 @@ def test_masking_keeps_length_and_other_text(text: str, cuts: list[int]) -> None
     assert out == scan_text(m, Normalizer(), text, "output").text
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.sampled_from("abxy ß量子武器.\u200bＡ_"), max_size=30))
+def test_a_clean_text_is_one_no_list_finds_anything_in(text: str) -> None:
+    """``Matcher.clean`` (the filter's shortcut) never passes a text a scan would change,
+    in either direction, whatever the lists' modes."""
+    m = matcher(("m", "mask", False, ["ab", "ß", "量子武器"]), ("w", "block", True, ["xy"]))
+    norm = Normalizer().normalize(text)[0]
+    if m.clean(norm):
+        for direction in ("input", "output"):
+            found = scan_text(m, Normalizer(), text, direction)
+            assert found.text == text and not found.hits and found.blocked is None
+    assert not m.clean("量子武器") and not m.clean("axyb")  # whole-word or not: found
+    assert Matcher([], {}).clean(norm)
+
+
 def test_blank_lines_comments_and_an_all_format_entry(tmp_path) -> None:
     from llmroute.config_filter import WordListConfig
     from llmroute.errors import ConfigError
