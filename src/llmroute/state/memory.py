@@ -66,18 +66,16 @@ class MemoryStore:
         """Nothing to release."""
 
     def _admit(self, charges: Sequence[Charge], leases: Sequence[Lease], now: float) -> Grant:
-        for i, lease in enumerate(leases):
-            if len(self._held(lease.name, now)) >= lease.limit:
+        helds = [self._held(lease.name, now) for lease in leases]
+        for i, (lease, held) in enumerate(zip(leases, helds)):
+            if len(held) >= lease.limit:
                 levels = tuple(_level(c.limit, self._state(c, now), now) for c in charges)
                 return Grant(False, levels, full=i)
-        grant = self._reserve(charges, now)
-        if not grant.allowed or not leases:
-            return grant
-        ids = []
-        for lease in leases:
-            ids.append(str(next(self._ids)))
-            self._held(lease.name, now)[ids[-1]] = now + lease.ttl_s
-        return Grant(True, grant.levels, lease_ids=tuple(ids))
+        grant = self._reserve(charges, now, leases)
+        if grant.allowed:
+            for held, lease, lid in zip(helds, leases, grant.lease_ids):
+                held[lid] = now + lease.ttl_s
+        return grant
 
     def _adjust(self, charges: Sequence[Charge], now: float) -> None:
         for c in charges:
@@ -94,20 +92,28 @@ class MemoryStore:
             if not held:
                 del self._leases[name]
 
-    def _reserve(self, charges: Sequence[Charge], now: float) -> Grant:
+    def _reserve(self, charges: Sequence[Charge], now: float, leases: Sequence[Lease] = ()
+                 ) -> Grant:
         self._calls += 1
         if self._calls % SWEEP_EVERY == 0:
             self._sweep(now)
         states = [self._state(c, now) for c in charges]
-        waits = [_wait(c, s, now) for c, s in zip(charges, states)]
-        refused = [i for i, w in enumerate(waits) if w != 0.0]
-        if refused:
-            retry = None if any(w is None for w in waits) else max(w or 0.0 for w in waits)
+        refused, retry = None, 0.0
+        for i, (c, s) in enumerate(zip(charges, states)):
+            w = _wait(c, s, now)
+            if w != 0.0:
+                if refused is None:
+                    refused = i
+                retry = None if w is None or retry is None else max(retry, w)
+        if refused is not None:
             levels = tuple(_level(c.limit, s, now) for c, s in zip(charges, states))
-            return Grant(False, levels, refused[0], retry)
+            return Grant(False, levels, refused, retry)
+        levels = []
         for c, s in zip(charges, states):
             s[0] += c.cost if isinstance(c.limit, Counter) else -c.cost
-        return Grant(True, tuple(_level(c.limit, s, now) for c, s in zip(charges, states)))
+            levels.append(_level(c.limit, s, now))
+        ids = tuple(str(next(self._ids)) for _ in leases)
+        return Grant(True, tuple(levels), lease_ids=ids)
 
     def _held(self, name: str, now: float) -> dict[str, float]:
         """The unexpired leases on ``name`` (lease id → expiry), expired ones dropped."""
