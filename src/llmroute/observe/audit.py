@@ -92,8 +92,8 @@ def _from_trace(trace: Trace, prompt: str | None, answer: str | None, router: st
     (this runs once per request in the writer thread)."""
     rec = _decision(trace)
     for key, value in (("router", router), ("config_sha256", config_sha256),
-                       ("prompt_sha256", None if prompt is None else sha256_text(prompt)),
-                       ("answer_sha256", None if answer is None else sha256_text(answer))):
+                       ("prompt_sha256", sha256_text(prompt)),
+                       ("answer_sha256", sha256_text(answer))):
         if value is not None:
             rec[key] = value
     return rec
