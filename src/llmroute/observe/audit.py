@@ -26,6 +26,7 @@ from llmroute.observe.trace import Trace
 from llmroute.observe.writer import QueuedWriter
 
 PRUNE_EVERY_S = 3600.0
+_NOT_DECISIONS = frozenset(("receive", "response"))
 log = structlog.get_logger("llmroute.audit")
 
 
@@ -52,12 +53,14 @@ class AuditLog(QueuedWriter):
     def _write(self, batch: list[Any], missing: int) -> bool:
         """Append ``batch`` (after a ``gap`` record when ``missing`` decisions were lost);
         on a disk error drop it, count it, log the change of state and return False."""
-        batch = [item if isinstance(item, dict) else _from_trace(*item) for item in batch]
+        # fresh dicts each (a submitted record is copied), so the chain may set their prev
+        batch = [dict(item) if isinstance(item, dict) else _from_trace(*item)
+                 for item in batch]
         try:
             conn = self._conn = self._conn or audit_chain.connect(self.path)
             gap = [{"kind": "gap", "at": batch[0]["at"], "request_id": "",
                     "dropped": missing}] if missing else []
-            audit_chain.append(conn, gap + batch)
+            audit_chain.append(conn, gap + batch, owned=True)
             self._prune(conn, batch[-1]["at"])
         except (sqlite3.Error, OSError) as err:
             self._failures.inc()
@@ -84,8 +87,16 @@ def _close(conn: sqlite3.Connection) -> None:
 
 def _from_trace(trace: Trace, prompt: str | None, answer: str | None, router: str,
                 config_sha256: str | None) -> dict[str, Any]:
-    return audit_record(trace, router=router, config_sha256=config_sha256,
-                        prompt_sha256=sha256_text(prompt), answer_sha256=sha256_text(answer))
+    """``audit_record(trace, router=…, config_sha256=…, prompt_sha256=…, answer_sha256=…)``
+    with the digests of ``prompt`` and ``answer``, built without the keyword round trip
+    (this runs once per request in the writer thread)."""
+    rec = _decision(trace)
+    for key, value in (("router", router), ("config_sha256", config_sha256),
+                       ("prompt_sha256", sha256_text(prompt)),
+                       ("answer_sha256", sha256_text(answer))):
+        if value is not None:
+            rec[key] = value
+    return rec
 
 
 def audit_record(trace: Trace, **provenance: str | None) -> dict[str, Any]:
@@ -94,10 +105,18 @@ def audit_record(trace: Trace, **provenance: str | None) -> dict[str, Any]:
     steps (policy, gate, strategy, anchor, attempts, handoffs) and the ``provenance``
     fields given (``router``, ``config_sha256``, ``prompt_sha256``, ``answer_sha256``: hex
     digests, never the texts; None ones are left out)."""
-    steps = [s.to_json() for s in trace.steps if s.name not in ("receive", "response")]
+    rec = _decision(trace)
+    for key, value in provenance.items():
+        if value is not None:
+            rec[key] = value
+    return rec
+
+
+def _decision(trace: Trace) -> dict[str, Any]:
+    """A new dict of ``trace``'s decision fields (``audit_record`` without provenance)."""
     return {"request_id": trace.request_id, "trace_id": trace.trace_id, "at": trace.at,
-            "status": trace.status, **trace.summary, "steps": steps,
-            **{k: v for k, v in provenance.items() if v is not None}}
+            "status": trace.status, **trace.summary,
+            "steps": [s.to_json() for s in trace.steps if s.name not in _NOT_DECISIONS]}
 
 
 def sha256_text(text: str | None) -> str | None:

@@ -67,13 +67,20 @@ def head(conn: sqlite3.Connection) -> tuple[int, str]:
     return row or (0, GENESIS)
 
 
-def append(conn: sqlite3.Connection, records: Iterable[dict[str, Any]]) -> tuple[int, str]:
+def append(conn: sqlite3.Connection, records: Iterable[dict[str, Any]], *,
+           owned: bool = False) -> tuple[int, str]:
     """Chain and insert ``records`` in one transaction (each needs ``at`` and
-    ``request_id``); returns the new ``(seq, hash)`` tail. Raises sqlite3.Error."""
+    ``request_id``); returns the new ``(seq, hash)`` tail. ``owned``: the records are the
+    caller's to change (each gets its ``prev`` key in place instead of in a copy). Raises
+    sqlite3.Error."""
     seq, prev = tail(conn)
     rows = []
     for rec in records:
-        data = canonical({**rec, "prev": prev})
+        if owned:
+            rec["prev"] = prev
+        else:
+            rec = {**rec, "prev": prev}
+        data = canonical(rec)
         seq, prev = seq + 1, digest(data)
         rows.append((seq, rec["at"], rec["request_id"], data.decode(), prev))
     with conn:

@@ -160,6 +160,18 @@ def test_retention_prunes_old_records_and_keeps_the_chain_verifiable(tmp_path):
     assert audit_chain.verify(conn).broken == 7
 
 
+def test_owned_records_chain_as_copied_ones(tmp_path):
+    rows = []
+    for name, owned in (("copied", False), ("owned", True)):
+        conn = audit_chain.connect(str(tmp_path / f"{name}.sqlite3"))
+        recs = [{"at": float(t), "request_id": f"r{t}", "prev": "x"} for t in range(3)]
+        audit_chain.append(conn, recs, owned=owned)
+        assert [r["prev"] == "x" for r in recs] == [not owned] * 3  # set in place if owned
+        rows.append(conn.execute("SELECT * FROM audit ORDER BY seq").fetchall())
+        assert audit_chain.verify(conn).ok
+    assert rows[0] == rows[1]
+
+
 def test_query_filters_by_time_backend_strategy_and_tenant(tmp_path):
     conn = audit_chain.connect(str(tmp_path / "a.sqlite3"))
     audit_chain.append(conn, [
