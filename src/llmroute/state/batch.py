@@ -146,13 +146,14 @@ class Batcher:
 
     async def _connect(self) -> None:
         """One connection, made by redis-py (and ``scripts`` loaded on it) within the
-        oldest queued call's bound; on failure every queued call fails."""
+        oldest queued call's bound (half a bound when the loop starts it later); on
+        failure every queued call fails."""
         pool = self._redis.connection_pool
         conn = pool.connection_class(**pool.connection_kwargs)
-        loop = self._loop or self._bind()
+        now = (self._loop or self._bind()).time()
+        due = max(self._queue[0][3] if self._queue else now, now - self._timeout / 2)
         try:
-            async with asyncio.timeout_at(
-                    (self._queue[0][3] if self._queue else loop.time()) + self._timeout):
+            async with asyncio.timeout_at(due + self._timeout):
                 await conn.connect()
                 for script in self._scripts:
                     await conn.send_command("SCRIPT", "LOAD", script.script)
