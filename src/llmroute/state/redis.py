@@ -39,7 +39,8 @@ from llmroute.state.protocol import Bucket, Charge, Counter, Grant, Lease, Level
 
 class RedisStore:
     """``StateStore`` in the Redis at ``url`` (``redis://``, ``rediss://`` or ``unix://``),
-    keys under ``prefix``; at most ``pool_size`` connections; every call answers within
+    keys under ``prefix``; one connection (the batcher's; ``pool_size`` bounds redis-py's
+    pool, which supplies its settings); every call answers within
     ``timeout_s`` seconds or raises StateUnavailable. ``clock`` (seconds) replaces Redis's
     ``TIME`` when given. No I/O until the first call."""
 
