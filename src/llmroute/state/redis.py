@@ -76,14 +76,18 @@ class RedisStore:
         random bits and a count (unique across replicas)."""
         if not charges and not leases:
             return Grant(True, ())
-        ids = tuple(f"{self._stem}{next(self._ids):x}" for _ in leases)
+        ids = tuple([f"{self._stem}{next(self._ids):x}" for _ in leases])
         args = [self._now(), *_args(charges)]
         for lease, lease_id in zip(leases, ids):
             args += ("l", lease_id, int(lease.limit), float(lease.ttl_s))
-        out = await self._call(self.batcher.run(
-            self._admit, self._keys(charges, (x.name for x in leases)), args))
+        reply = self.batcher.run(self._admit, self._keys(charges, [x.name for x in leases]),
+                                 args)
+        try:  # (inline, not ``_call``: one frame less to resume on the request path)
+            out = await reply
+        except (RedisError, OSError, TimeoutError) as exc:
+            raise unavailable(exc, self._timeout, "the Redis state store") from exc
         denied, retry = int(out[0]), out[1]
-        levels = tuple(Level(float(out[i]), float(out[i + 1])) for i in range(2, len(out), 2))
+        levels = tuple([Level(float(out[i]), float(out[i + 1])) for i in range(2, len(out), 2)])
         if denied == 0:
             return Grant(True, levels, lease_ids=ids)
         if denied > len(charges):
@@ -98,7 +102,7 @@ class RedisStore:
             args = [self._now(), *_args(charges)]
             for _, lease_id in held:
                 args += ("l", lease_id, "", "")
-            self.batcher.post(self._settle, self._keys(charges, (n for n, _ in held)), args)
+            self.batcher.post(self._settle, self._keys(charges, [n for n, _ in held]), args)
 
     @property
     def lost(self) -> int:
