@@ -208,13 +208,15 @@ class Batcher:
         if calls is self._queue:
             self._queue.clear()
 
-    def replied(self, replies: list[Any]) -> None:
-        """The protocol's callback: ``replies`` answer the oldest calls in flight, in
-        order. Once the batch is answered the next one goes out."""
+    def replied(self, link: _Link, replies: list[Any]) -> None:
+        """The protocol's callback: ``replies`` (read on ``link``) answer the oldest calls
+        in flight, in order. Once the batch is answered the next one goes out."""
         sent = self._sent
         retry = self._retry
+        if link is not self._link:  # a connection already dropped
+            return
         if len(replies) > len(sent):
-            self.garbled(InvalidResponse("Redis sent a reply nothing asked for"))
+            self.garbled(link, InvalidResponse("Redis sent a reply nothing asked for"))
             return
         for reply in replies:
             call = sent.popleft()
@@ -239,11 +241,12 @@ class Batcher:
         self._soon = False
         self._flush()
 
-    def garbled(self, exc: BaseException) -> None:
-        """The protocol's callback: what Redis sent cannot be read (``exc``); the
-        connection is dropped."""
-        self._drop(exc)
-        self._flush()
+    def garbled(self, link: _Link, exc: BaseException) -> None:
+        """The protocol's callback: what Redis sent on ``link`` cannot be read (``exc``);
+        the connection is dropped."""
+        if link is self._link:
+            self._drop(exc)
+            self._flush()
 
     def _again(self, calls: list[Call]) -> None:
         """Queue ``calls`` (NOSCRIPT) first, each missing script loaded ahead of them."""
@@ -287,10 +290,10 @@ class _Link(asyncio.Protocol):
             while (reply := reader.gets()) is not False:
                 replies.append(reply)
         except InvalidResponse as exc:
-            self._batcher.garbled(exc)
+            self._batcher.garbled(self, exc)
             return
         if replies:
-            self._batcher.replied(replies)
+            self._batcher.replied(self, replies)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._batcher.lost_link(self, exc)
