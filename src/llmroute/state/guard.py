@@ -76,6 +76,11 @@ class Guarded:
     async def admit(self, charges: Sequence[Charge], leases: Sequence[Lease]) -> Grant:
         """``inner.admit``; while the store is down, every charge admitted and every lease
         ``UNMETERED`` (fail open)."""
+        if self.up:  # straight through while the store answers (a frame less to resume)
+            try:
+                return await self.inner.admit(charges, leases)
+            except StateUnavailable as exc:
+                self._went_down(exc, self._clock())
         ok, grant = await self._call(self.inner.admit, charges, leases)
         return grant if ok else Grant(True, tuple(_unmetered(c.limit) for c in charges),
                                       lease_ids=(UNMETERED,) * len(leases))
@@ -83,9 +88,14 @@ class Guarded:
     async def settle(self, charges: Sequence[Charge], held: Sequence[tuple[str, str]]) -> None:
         """``inner.settle`` without the unmetered leases, dropped while the store is down."""
         metered = [h for h in held if h[1] != UNMETERED]
-        if charges or metered:
-            await self._call(self.inner.settle, charges, metered, settle=True,
-                             blind=self._queued)
+        if not (charges or metered):
+            return
+        if self.up:  # as ``admit``
+            try:
+                return await self.inner.settle(charges, metered)
+            except StateUnavailable as exc:
+                self._went_down(exc, self._clock())
+        await self._call(self.inner.settle, charges, metered, settle=True, blind=self._queued)
 
     async def ping(self) -> None:
         """``inner.ping``; logs (once) and counts when the store does not answer, never
@@ -108,7 +118,7 @@ class Guarded:
             try:
                 result = await method(*args)
             except StateUnavailable as exc:
-                self._went_down(exc)
+                self._went_down(exc, now)
             else:
                 if not self.up:
                     self.up = True
@@ -128,7 +138,9 @@ class Guarded:
             self.unmetered += 1
         return False, None
 
-    def _went_down(self, exc: StateUnavailable) -> None:
+    def _went_down(self, exc: StateUnavailable, now: float) -> None:
+        """Log and count the outage (once); the next probe ``retry_s`` after ``now``."""
+        self._retry_at = now + self._retry_s
         if self.up:
             self.up = False
             self.outages += 1
