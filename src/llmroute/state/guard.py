@@ -4,7 +4,10 @@
 from it does not reach the limiter: with ``fail_closed`` false (the default) ``reserve``
 admits and ``lease`` grants an unmetered lease (``admit`` both: limits are not enforced
 while the store is down); with ``fail_closed`` true they raise StateUnavailable (503).
-``adjust``, ``release`` and ``settle`` never raise: their state lapses by TTL. Once the
+``adjust``, ``release`` and ``settle`` never raise: their state lapses by TTL (dropped
+here, or sent and lost: the inner store's ``lost``, when it has one, counts too). A store
+whose ``queues_settlements`` is true (Redis: ``adjust`` and ``settle`` return once queued)
+is never probed with those: returning proves nothing. Once the
 store failed, only one call per ``retry_s`` seconds tries it again (the others answer at
 once without waiting on it); the first that succeeds puts it back in use. The change of
 state is logged once each way and counted; ``collect()`` exposes the counts to Prometheus.
@@ -44,6 +47,7 @@ class Guarded:
     def __init__(self, inner: StateStore, *, fail_closed: bool, retry_s: float,
                  clock: Callable[[], float]):
         self.inner, self._closed, self._retry_s, self._clock = inner, fail_closed, retry_s, clock
+        self._queued = bool(getattr(inner, "queues_settlements", False))
         self.up = True
         self._retry_at = 0.0
         self.unmetered = self.refused = self.dropped = self.outages = 0
@@ -61,7 +65,7 @@ class Guarded:
 
     async def adjust(self, charges: Sequence[Charge]) -> None:
         """``inner.adjust``, dropped while the store is down."""
-        await self._call(self.inner.adjust, charges, settle=True)
+        await self._call(self.inner.adjust, charges, settle=True, blind=self._queued)
 
     async def release(self, name: str, lease_id: str) -> None:
         """``inner.release``, dropped for the unmetered lease or while the store is down
@@ -72,6 +76,11 @@ class Guarded:
     async def admit(self, charges: Sequence[Charge], leases: Sequence[Lease]) -> Grant:
         """``inner.admit``; while the store is down, every charge admitted and every lease
         ``UNMETERED`` (fail open)."""
+        if self.up:  # straight through while the store answers (a frame less to resume)
+            try:
+                return await self.inner.admit(charges, leases)
+            except StateUnavailable as exc:
+                self._went_down(exc, self._clock())
         ok, grant = await self._call(self.inner.admit, charges, leases)
         return grant if ok else Grant(True, tuple(_unmetered(c.limit) for c in charges),
                                       lease_ids=(UNMETERED,) * len(leases))
@@ -79,8 +88,14 @@ class Guarded:
     async def settle(self, charges: Sequence[Charge], held: Sequence[tuple[str, str]]) -> None:
         """``inner.settle`` without the unmetered leases, dropped while the store is down."""
         metered = [h for h in held if h[1] != UNMETERED]
-        if charges or metered:
-            await self._call(self.inner.settle, charges, metered, settle=True)
+        if not (charges or metered):
+            return
+        if self.up:  # as ``admit``
+            try:
+                return await self.inner.settle(charges, metered)
+            except StateUnavailable as exc:
+                self._went_down(exc, self._clock())
+        await self._call(self.inner.settle, charges, metered, settle=True, blind=self._queued)
 
     async def ping(self) -> None:
         """``inner.ping``; logs (once) and counts when the store does not answer, never
@@ -92,16 +107,18 @@ class Guarded:
         await self.inner.close()
 
     async def _call(self, method: Callable[..., Awaitable[Any]], *args: Any,
-                    settle: bool = False) -> tuple[bool, Any]:
+                    settle: bool = False, blind: bool = False) -> tuple[bool, Any]:
         """``(True, result)`` from the store, or ``(False, None)`` when it is down; raises
-        StateUnavailable when down, ``fail_closed`` and not ``settle``."""
+        StateUnavailable when down, ``fail_closed`` and not ``settle``. A ``blind`` call
+        (only queued by the store: its return proves nothing) is never the probe while
+        the store is down."""
         now = self._clock()
-        if self.up or now >= self._retry_at:
+        if self.up or (now >= self._retry_at and not blind):
             self._retry_at = now + self._retry_s  # while down: this call is the one probe
             try:
                 result = await method(*args)
             except StateUnavailable as exc:
-                self._went_down(exc)
+                self._went_down(exc, now)
             else:
                 if not self.up:
                     self.up = True
@@ -121,7 +138,9 @@ class Guarded:
             self.unmetered += 1
         return False, None
 
-    def _went_down(self, exc: StateUnavailable) -> None:
+    def _went_down(self, exc: StateUnavailable, now: float) -> None:
+        """Log and count the outage (once); the next probe ``retry_s`` after ``now``."""
+        self._retry_at = now + self._retry_s
         if self.up:
             self.up = False
             self.outages += 1
@@ -138,8 +157,9 @@ class Guarded:
         calls = CounterMetricFamily("llmroute_state_unavailable_calls", "State-store calls "
                                     "answered without the store, by outcome",
                                     labels=["outcome"])
+        dropped = self.dropped + getattr(self.inner, "lost", 0)  # sent, then failed
         for outcome, n in (("unmetered", self.unmetered), ("refused", self.refused),
-                           ("dropped", self.dropped)):
+                           ("dropped", dropped)):
             calls.add_metric([outcome], n)
         yield calls
 

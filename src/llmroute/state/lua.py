@@ -26,7 +26,7 @@ local function num(x) return string.format('%.17g', x) end
 local function keep(key, seconds)
   redis.call('PEXPIRE', key, math.max(1, math.ceil(seconds * 1000)) + 1000)
 end
-local now = clock()
+local now  -- set by each script before it loads or saves a limit
 local function load(i)
   local a = 2 + (i - 1) * 4
   local c = {kind = ARGV[a], cost = tonumber(ARGV[a + 1]), cap = tonumber(ARGV[a + 2]),
@@ -55,6 +55,7 @@ end
 """
 
 ADMIT = _HEAD + """
+now = clock()
 local EPS = 1e-9
 local cs, out, refused, retry, never, full = {}, {}, 0, 0, false, 0
 for i = 1, #KEYS do
@@ -114,6 +115,7 @@ for i = 1, #KEYS do
   if ARGV[a] == 'l' then
     redis.call('ZREM', KEYS[i], ARGV[a + 1])
   else
+    now = now or clock()  -- a release alone needs no time
     local c = load(i)
     if c.kind == 'c' then c.v = math.max(0, c.v + c.cost)
     else c.v = math.min(c.cap, c.v - c.cost) end

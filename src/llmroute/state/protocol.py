@@ -21,7 +21,10 @@ the fact and never refuses. ``admit`` is ``reserve`` and ``lease`` in one atomic
 one call: an admitted request costs a Redis store one round trip in and at most one out.
 Times are the store's own clock: the in-process store's injected clock, Redis's ``TIME``;
 callers pass durations, never instants. Every call
-returns within the store's time bound or raises ``StateUnavailable``.
+returns within the store's time bound or raises ``StateUnavailable``, except that a store
+may take ``adjust`` and ``settle`` without waiting for them to be applied (the Redis
+store: queued, in order before its later calls); it then counts a failure instead of
+raising it.
 """
 
 from __future__ import annotations
@@ -107,7 +110,8 @@ class Grant:
 
 class StateStore(Protocol):
     """Shared policy state (module docstring). Every method raises StateUnavailable when
-    the store cannot answer within its time bound."""
+    the store cannot answer within its time bound (``adjust`` and ``settle`` may instead
+    count the failure: module docstring)."""
 
     async def reserve(self, charges: Sequence[Charge]) -> Grant:
         """Take every charge, or none when one does not fit (a bucket below its cost, a

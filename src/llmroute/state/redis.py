@@ -2,21 +2,26 @@
 
 Each ``admit`` (also ``reserve`` and ``lease``) and ``settle`` (also ``adjust``) is one
 Lua script (``state/lua.py``) run by EVALSHA, and the calls a replica makes while one
-round trip is under way share the next (``state/batch.py``: one pipeline, each call still
-its own script; a NOSCRIPT after Redis restarted loads the script and sends the call
-again); ``release`` is one ``ZREM``. Script runs are atomic in Redis, so replicas
+round trip is under way share the next (``state/batch.py``: one write on the store's one
+connection, each call still its own script; the scripts are loaded on every new
+connection, and a NOSCRIPT loads the script and sends the call again); ``release`` is one
+``ZREM`` and ``ping`` one ``PING``, batched too. Script runs are atomic in Redis, so replicas
 never race on a read-modify-write. The clock is Redis's ``TIME`` (one clock for the fleet)
 unless a ``clock`` is injected (tests). Keys are ``<prefix><name>``: a name that carries a
 Redis hash tag (``rpm:key:{tenant}:id``) keeps every name of a call in one slot, as Redis
 Cluster needs. Every call is bounded by ``timeout_s`` and raises StateUnavailable past it
-or when Redis cannot be reached; the pooled connections reconnect on the next call. A
-call that timed out after it was sent may still take effect in Redis (a reservation then
-counts without its request: the error is on the safe side).
+or when Redis cannot be reached; the connections reconnect on the next call. A call that
+timed out after it was sent may still take effect in Redis (a reservation then counts
+without its request: the error is on the safe side). ``settle`` and ``adjust`` do not wait
+for Redis's reply (nothing in it is needed, and Redis runs them before any later call of
+this store): they return once queued, never raise, and a failed one is counted in
+``lost`` — its state lapses by TTL, as when the guard drops a settlement.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
@@ -34,7 +39,8 @@ from llmroute.state.protocol import Bucket, Charge, Counter, Grant, Lease, Level
 
 class RedisStore:
     """``StateStore`` in the Redis at ``url`` (``redis://``, ``rediss://`` or ``unix://``),
-    keys under ``prefix``; at most ``pool_size`` connections; every call answers within
+    keys under ``prefix``; one connection (the batcher's; ``pool_size`` bounds redis-py's
+    pool, which supplies its settings); every call answers within
     ``timeout_s`` seconds or raises StateUnavailable. ``clock`` (seconds) replaces Redis's
     ``TIME`` when given. No I/O until the first call."""
 
@@ -47,7 +53,10 @@ class RedisStore:
         self._timeout, self._prefix, self._clock = timeout_s, prefix, clock
         self._admit = self._redis.register_script(lua.ADMIT)
         self._settle = self._redis.register_script(lua.SETTLE)
-        self.batcher = Batcher(self._redis, timeout_s)
+        self.batcher = Batcher(self._redis, timeout_s, scripts=(self._admit, self._settle))
+        self.queues_settlements = True  # settle and adjust return once queued
+        self._ids = itertools.count()
+        self._stem = secrets.token_hex(8) + "-"
 
     async def reserve(self, charges: Sequence[Charge]) -> Grant:
         """See ``StateStore.reserve``."""
@@ -58,21 +67,27 @@ class RedisStore:
         await self.settle(charges, ())
 
     async def lease(self, name: str, limit: int, ttl_s: float) -> str | None:
-        """See ``StateStore.lease``; the id is 96 random bits (unique across replicas)."""
+        """See ``StateStore.lease``; the id as ``admit``'s."""
         grant = await self.admit((), (Lease(name, limit, ttl_s),))
         return grant.lease_ids[0] if grant.allowed else None
 
     async def admit(self, charges: Sequence[Charge], leases: Sequence[Lease]) -> Grant:
-        """See ``StateStore.admit``: one EVALSHA (batched); lease ids are 96 random bits."""
+        """See ``StateStore.admit``: one EVALSHA (batched); a lease id is this store's 64
+        random bits and a count (unique across replicas)."""
         if not charges and not leases:
             return Grant(True, ())
-        ids = tuple(secrets.token_hex(12) for _ in leases)
+        ids = tuple([f"{self._stem}{next(self._ids):x}" for _ in leases])
         args = [self._now(), *_args(charges)]
         for lease, lease_id in zip(leases, ids):
-            args += ("l", lease_id, str(lease.limit), repr(float(lease.ttl_s)))
-        out = await self._call(self._admit, self._keys(charges, (x.name for x in leases)), args)
+            args += ("l", lease_id, int(lease.limit), float(lease.ttl_s))
+        reply = self.batcher.run(self._admit, self._keys(charges, [x.name for x in leases]),
+                                 args)
+        try:  # (inline, not ``_call``: one frame less to resume on the request path)
+            out = await reply
+        except (RedisError, OSError, TimeoutError) as exc:
+            raise unavailable(exc, self._timeout, "the Redis state store") from exc
         denied, retry = int(out[0]), out[1]
-        levels = tuple(Level(float(out[i]), float(out[i + 1])) for i in range(2, len(out), 2))
+        levels = tuple([Level(float(out[i]), float(out[i + 1])) for i in range(2, len(out), 2)])
         if denied == 0:
             return Grant(True, levels, lease_ids=ids)
         if denied > len(charges):
@@ -81,20 +96,27 @@ class RedisStore:
 
     async def settle(self, charges: Sequence[Charge], held: Sequence[tuple[str, str]]) -> None:
         """See ``StateStore.settle``: one EVALSHA (batched; nothing when there is nothing
-        to do)."""
+        to do), queued without waiting for its reply: Redis runs it before any later call
+        of this store; a failed one is counted in ``lost`` (its state lapses by TTL)."""
         if charges or held:
             args = [self._now(), *_args(charges)]
             for _, lease_id in held:
                 args += ("l", lease_id, "", "")
-            await self._call(self._settle, self._keys(charges, (n for n, _ in held)), args)
+            self.batcher.post(self._settle, self._keys(charges, [n for n, _ in held]), args)
+
+    @property
+    def lost(self) -> int:
+        """Settlements Redis did not take (it failed or could not be reached)."""
+        return self.batcher.lost
 
     async def release(self, name: str, lease_id: str) -> None:
-        """See ``StateStore.release``."""
-        await self._bounded(self._redis.zrem(self._prefix + name, lease_id))
+        """See ``StateStore.release``: one ZREM (batched)."""
+        await self._call(self.batcher.command("ZREM", self._prefix + name, lease_id))
 
     async def ping(self) -> None:
-        """Raises StateUnavailable unless Redis answers within the bound."""
-        await self._bounded(self._redis.ping())
+        """Raises StateUnavailable unless Redis answers within the bound (one PING,
+        batched: the batcher's connection is made by the first)."""
+        await self._call(self.batcher.command("PING"))
 
     async def close(self) -> None:
         """Stop the batches and close the pooled connections."""
@@ -108,15 +130,12 @@ class RedisStore:
     def _now(self) -> str:
         return "" if self._clock is None else repr(float(self._clock()))
 
-    async def _call(self, script: Any, keys: list[str], args: list[Any]) -> Any:
-        """The script's reply; the batcher bounds the wait by ``timeout_s``."""
+    async def _call(self, reply: asyncio.Future[Any]) -> Any:
+        """The batched call's ``reply``; the batcher bounds the wait by ``timeout_s``."""
         try:
-            return await self.batcher.run(script, keys, args)
+            return await reply
         except (RedisError, OSError, TimeoutError) as exc:
             raise unavailable(exc, self._timeout, "the Redis state store") from exc
-
-    async def _bounded(self, call: Any) -> Any:
-        return await bounded(call, self._timeout, "the Redis state store")
 
 
 async def bounded(call: Awaitable[Any], timeout_s: float, what: str) -> Any:
@@ -135,17 +154,17 @@ def unavailable(exc: BaseException, timeout_s: float, what: str) -> StateUnavail
                             f"{type(exc).__name__}: {_redact(str(exc))}")
 
 
-def _args(charges: Sequence[Charge]) -> list[str]:
-    """Four ARGV per charge: kind, cost, capacity or limit, period or TTL."""
-    out: list[str] = []
+def _args(charges: Sequence[Charge]) -> list[str | float]:
+    """Four ARGV per charge: kind, cost, capacity or limit, period or TTL (floats: hiredis
+    writes them as ``repr`` does, exactly)."""
+    out: list[str | float] = []
     for c in charges:
         limit = c.limit
         if isinstance(limit, Bucket):
-            out += ["b", repr(float(c.cost)), repr(float(limit.capacity)),
-                    repr(float(limit.period_s))]
+            out += ("b", float(c.cost), float(limit.capacity), float(limit.period_s))
         else:
             assert isinstance(limit, Counter)
-            out += ["c", repr(float(c.cost)), repr(float(limit.limit)), repr(float(limit.ttl_s))]
+            out += ("c", float(c.cost), float(limit.limit), float(limit.ttl_s))
     return out
 
 

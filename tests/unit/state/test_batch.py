@@ -58,3 +58,15 @@ async def test_a_stalled_redis_fails_the_waiting_calls_within_the_bound(own_redi
     await store.close()
     assert all(isinstance(x, StateUnavailable) for x in out)
     assert elapsed < 0.3
+
+
+async def test_calls_sent_again_after_noscript_keep_their_order_across_reads(redis_server):
+    client = aioredis.Redis.from_url(redis_server.url)
+    counter = f"t{uuid.uuid4().hex}:n"
+    fresh = client.register_script(f"-- {uuid.uuid4().hex}\nreturn redis.call('INCR', KEYS[1])")
+    batcher = Batcher(client, 5.0, max_batch=3000)
+    out = await asyncio.gather(*(batcher.run(fresh, [counter], []) for _ in range(3000)))
+    later = await batcher.run(fresh, [counter], [])
+    await batcher.close()
+    await client.aclose()
+    assert out == list(range(1, 3001)) and later == 3001  # ~300 kB of NOSCRIPT replies

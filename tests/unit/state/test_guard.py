@@ -159,3 +159,20 @@ async def test_fail_closed_refuses_admit_but_never_settle():
         await guard.admit([Charge(RPM, 1)], [Lease("conc:k", 1, 30.0)])
     await guard.settle([Charge(RPM, -1)], [("conc:k", "1")])
     assert (guard.refused, guard.dropped) == (1, 1)
+
+
+async def test_queued_settlements_never_probe_a_store_that_is_down():
+    clock = FakeClock()
+    inner = Switchable(clock)
+    inner.queues_settlements = True  # as the Redis store: settle returns once queued
+    guard = Guarded(inner, fail_closed=False, retry_s=1.0, clock=clock)
+    inner.down = True
+    await guard.reserve([Charge(RPM, 1)])
+    inner.down, inner.calls = False, 0
+    clock.advance(1.0)
+    await guard.settle([Charge(RPM, -1)], [("conc:k", "1")])
+    await guard.adjust([Charge(RPM, -1)])
+    assert inner.calls == 0 and not guard.up and guard.dropped == 2  # proves nothing
+    assert (await guard.reserve([Charge(RPM, 1)])).allowed and guard.up  # the probe
+    await guard.settle([Charge(RPM, -1)], [])
+    assert inner.calls == 2

@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from llmroute.errors import StateUnavailable
-from llmroute.state.protocol import Bucket, Charge, Counter
+from llmroute.state.protocol import Bucket, Charge, Counter, Lease
 from llmroute.state.redis import RedisStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis]
@@ -146,3 +146,22 @@ async def test_an_unresolvable_host_is_state_unavailable_within_the_bound():
         await store.reserve([Charge(Bucket("rpm:k", 5, 60.0), 1)])
     await store.close()
     assert time.monotonic() - started < 0.5
+
+
+async def test_a_settlement_returns_once_queued_and_a_lost_one_is_counted(own_redis):
+    (store,) = fleet(own_redis.url, 1, timeout_s=0.1)
+    conc = Lease("conc:{t}:k", 1, 60.0)
+    held = await store.admit([], [conc])
+    own_redis.pause()
+    try:
+        started = time.monotonic()
+        await store.settle([], [(conc.name, held.lease_ids[0])])
+        assert time.monotonic() - started < 0.05  # no wait for the reply
+        await asyncio.sleep(0.3)
+    finally:
+        own_redis.resume()
+    assert store.lost == 1  # (Redis may still run it once resumed: it was sent)
+    second = await store.admit([], [Lease("conc:{t}:j", 1, 60.0)])
+    await store.settle([], [("conc:{t}:j", second.lease_ids[0])])
+    assert (await store.admit([], [Lease("conc:{t}:j", 1, 60.0)])).allowed  # in order
+    await store.close()
