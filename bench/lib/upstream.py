@@ -23,17 +23,19 @@ def _answer() -> bytes:
         "usage": {"prompt_tokens": 12, "completion_tokens": 10, "total_tokens": 22}}).encode()
 
 
-def _chunk(i: int) -> bytes:
+def _chunk(i: int, last: bool = False) -> bytes:
+    """Content chunk ``i``; the ``last`` one carries ``finish_reason: "stop"``, as engines
+    end a stream (without it the router reads the stream as cut)."""
     obj = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1,
            "model": "bench", "choices": [{"index": 0, "delta": {"content": f" tok{i}"},
-                                          "finish_reason": None}]}
+                                          "finish_reason": "stop" if last else None}]}
     return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
 
 def make_app(chunks: int, delay_s: float, answer_delay_s: float = 0.0) -> web.Application:
     """The upstream app: ``chunks`` streamed chunks ``delay_s`` apart; a non-streamed
     answer after ``answer_delay_s`` seconds."""
-    answer, parts = _answer(), [_chunk(i) for i in range(chunks)]
+    answer, parts = _answer(), [_chunk(i, i == chunks - 1) for i in range(chunks)]
 
     async def chat(request: web.Request) -> web.StreamResponse:
         body = await request.json()
