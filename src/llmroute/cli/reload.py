@@ -28,7 +28,8 @@ TIMEOUT_S = 120.0
 def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Register ``reload`` on the top-level subparsers."""
     p = sub.add_parser("reload", help="re-read a running router's backends from its config")
-    p.add_argument("--url", default="http://127.0.0.1:8000", help="the router")
+    p.add_argument("--url", default="http://127.0.0.1:8000",
+                   help="the router (default: http://127.0.0.1:8000, serve's default address)")
     p.add_argument("--admin-key", default=os.environ.get("LLMROUTE_ADMIN_KEY"),
                    help="the admin key (default: $LLMROUTE_ADMIN_KEY)")
     p.set_defaults(reload_run=run)
