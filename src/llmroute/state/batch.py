@@ -258,10 +258,7 @@ class Batcher:
     def lost_link(self, link: _Link, exc: BaseException | None) -> None:
         """The protocol's callback: ``link`` closed (Redis went away)."""
         if self._link is link:
-            self._link = None
-            link.close()
-            sent, self._sent, self._retry = [*self._retry, *self._sent], deque(), []
-            self._fail(sent, ConnectionError(f"Redis closed the connection: {exc}"))
+            self._drop(ConnectionError(f"Redis closed the connection: {exc}"))
             self._flush()  # the calls queued meanwhile: on a new connection
 
 
