@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+from collections.abc import Iterable
 from typing import Any
 
 import structlog
@@ -90,13 +91,9 @@ def _from_trace(trace: Trace, prompt: str | None, answer: str | None, router: st
     """``audit_record(trace, router=…, config_sha256=…, prompt_sha256=…, answer_sha256=…)``
     with the digests of ``prompt`` and ``answer``, built without the keyword round trip
     (this runs once per request in the writer thread)."""
-    rec = _decision(trace)
-    for key, value in (("router", router), ("config_sha256", config_sha256),
-                       ("prompt_sha256", sha256_text(prompt)),
-                       ("answer_sha256", sha256_text(answer))):
-        if value is not None:
-            rec[key] = value
-    return rec
+    return _provenance(_decision(trace), (
+        ("router", router), ("config_sha256", config_sha256),
+        ("prompt_sha256", sha256_text(prompt)), ("answer_sha256", sha256_text(answer))))
 
 
 def audit_record(trace: Trace, **provenance: str | None) -> dict[str, Any]:
@@ -105,8 +102,13 @@ def audit_record(trace: Trace, **provenance: str | None) -> dict[str, Any]:
     steps (policy, gate, strategy, anchor, attempts, handoffs) and the ``provenance``
     fields given (``router``, ``config_sha256``, ``prompt_sha256``, ``answer_sha256``: hex
     digests, never the texts; None ones are left out)."""
-    rec = _decision(trace)
-    for key, value in provenance.items():
+    return _provenance(_decision(trace), provenance.items())
+
+
+def _provenance(rec: dict[str, Any], fields: Iterable[tuple[str, str | None]]
+                ) -> dict[str, Any]:
+    """``rec`` with each of ``fields`` that is not None added; returns ``rec``."""
+    for key, value in fields:
         if value is not None:
             rec[key] = value
     return rec
