@@ -343,6 +343,10 @@ def _unknown_pool(name: str, cfg: Config) -> str:
     return f"unknown pool {name!r} (pools: {', '.join(cfg.pools)})"
 
 
+RELOADED_SECTIONS = ("pools", "backends", "routing")
+"""The config sections a reload applies without a restart (``POST /admin/reload``,
+``SIGHUP``, ``llmroute reload``: ``assemble/reload.py``)."""
+
 EMBEDDED = "<embedded default>"
 """``Config.source`` of the embedded default (``local/default.yaml``)."""
 

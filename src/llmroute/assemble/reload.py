@@ -44,13 +44,11 @@ import structlog
 from llmroute.assemble.generations import Generations
 from llmroute.assemble.probe import unhealthy
 from llmroute.assemble.runtime import make_backends, rewire
-from llmroute.config import EMBEDDED, BackendConfig, Config, load_config
+from llmroute.config import EMBEDDED, RELOADED_SECTIONS
+from llmroute.config import BackendConfig, Config, load_config
 from llmroute.errors import ConfigError
 from llmroute.runtime import Runtime
 from llmroute.types import Backend
-
-RELOADED = ("pools", "backends", "routing")
-"""The config sections a reload applies."""
 
 log = structlog.get_logger("llmroute.reload")
 
@@ -117,10 +115,10 @@ class Reloader:
             return await self._apply(old, self._with_discovered(loaded), check=False)
 
     async def _apply(self, old: Runtime, loaded: Config, check: bool = True) -> Outcome:
-        config = old.config.model_copy(update={s: getattr(loaded, s) for s in RELOADED})
+        config = old.config.model_copy(update={s: getattr(loaded, s) for s in RELOADED_SECTIONS})
         backends = make_backends(config, _engine_urls(old))
         outcome = _diff(old, loaded, backends)
-        if all(getattr(config, s) == getattr(old.config, s) for s in RELOADED):
+        if all(getattr(config, s) == getattr(old.config, s) for s in RELOADED_SECTIONS):
             (log.info if check else log.debug)("reload", outcome="unchanged",
                                                ignored=list(outcome.ignored))
             return dataclasses.replace(outcome, applied=False)
@@ -233,7 +231,7 @@ def _diff(old: Runtime, loaded: Config, backends: dict[str, Backend]) -> Outcome
     differ from ``old``'s config."""
     before = old.backends
     ignored = tuple(name for name in type(loaded).model_fields
-                    if name not in (*RELOADED, "source")
+                    if name not in (*RELOADED_SECTIONS, "source")
                     and getattr(loaded, name) != getattr(old.config, name))
     return Outcome(tuple(i for i in backends if i not in before),
                    tuple(i for i in before if i not in backends),

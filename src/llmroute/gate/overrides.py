@@ -13,9 +13,13 @@ file itself follows the old inode and goes blind after the first such save. On e
 whose content differs, the whole file is loaded and validated and compared with the last
 version: ``gate.rules`` is applied at once (``applied``); every other setting that changed
 (``routing``, ``timeouts``, ``gate.cache_ttl_s``, …) is named as needing a restart
-(``needs_restart``) and not applied. One log line says which: ``config_reloaded`` (info)
-when something was applied, ``config_change_needs_restart`` (warning) when nothing could
-be; an invalid file is logged (``config_not_reloaded``) and everything stays as it was.
+and not applied: ``pools``, ``backends`` and ``routing`` as waiting for a reload
+(``needs_reload``: ``llmroute reload``, ``SIGHUP`` or ``POST /admin/reload`` applies them,
+``assemble/reload.py``), the rest as needing a restart (``needs_restart``). One log line
+says which: ``config_reloaded`` (info) when something was applied,
+``config_change_needs_reload`` (info) when only reloadable sections changed,
+``config_change_needs_restart`` (warning) when a change needs a restart; an invalid file
+is logged (``config_not_reloaded``) and everything stays as it was.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from typing import Any
 
 import structlog
 
-from llmroute.config import Config, load_config
+from llmroute.config import RELOADED_SECTIONS, Config, load_config
 from llmroute.errors import ConfigError
 from llmroute.gate.matching import FLAGS
 
@@ -168,13 +172,17 @@ def _try_load(path: Path, load: Loader) -> Config | None:
 
 def _report(path: Path, changed: list[str], reloads: int) -> None:
     applied = [c for c in changed if c in APPLIED]
-    restart = [c for c in changed if c not in APPLIED]
+    reload = [c for c in changed if c in RELOADED_SECTIONS]
+    restart = [c for c in changed if c not in APPLIED and c not in RELOADED_SECTIONS]
+    fields = {"path": str(path), "applied": applied, "needs_reload": reload,
+              "needs_restart": restart}
     if applied:
-        _log.info("config_reloaded", path=str(path), applied=applied, needs_restart=restart,
-                  reloads=reloads)
+        _log.info("config_reloaded", **fields, reloads=reloads)
     elif restart:
-        _log.warning("config_change_needs_restart", path=str(path), applied=[],
-                     needs_restart=restart)
+        _log.warning("config_change_needs_restart", **fields)
+    elif reload:
+        _log.info("config_change_needs_reload", **fields,
+                  hint="apply with `llmroute reload` or SIGHUP")
     else:
         _log.debug("config_saved_unchanged", path=str(path))
 

@@ -90,6 +90,24 @@ async def test_settings_that_are_not_applied_are_named_not_reported_as_reloaded(
     assert second["applied"] == ["gate.rules"] and second["needs_restart"] == ["retry"]
 
 
+async def test_a_backend_change_is_named_as_waiting_for_a_reload_not_a_restart(
+        tmp_path: Path) -> None:
+    path = tmp_path / "router.yaml"
+    path.write_text(yaml("kubernetes"))
+    moved = BASE.replace("127.0.0.1:9", "127.0.0.1:10")
+    async with watching(path) as (rules, logs):
+        save_atomically(path, moved + "gate: {rules: {code: ['kubernetes']}}\n")
+        assert await until(lambda: "config_change_needs_reload" in events(logs))
+        save_atomically(path, moved + "gate: {rules: {code: ['kubernetes']}}\n"
+                        "timeouts: {ttft_s: 3}\nrouting: {default_pool: general, "
+                        "cross_pool_fallback: true}\n")
+        assert await until(lambda: "config_change_needs_restart" in events(logs))
+    first, second = [e for e in logs if e["event"].startswith("config_")]
+    assert first["needs_reload"] == ["backends"] and first["needs_restart"] == []
+    assert second["needs_reload"] == ["routing"] and second["needs_restart"] == ["timeouts"]
+    assert rules.reloads == 0
+
+
 async def test_an_invalid_save_keeps_the_rules_and_the_next_good_one_applies(
         tmp_path: Path) -> None:
     path = tmp_path / "router.yaml"
