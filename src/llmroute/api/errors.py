@@ -47,20 +47,20 @@ _SCOPE_KEY = "llmroute.request_id"
 
 
 async def on_llmroute_error(request: Request, exc: Exception) -> Response:
-    """LLMRouteError → its OpenAI body; 503s carry ``Retry-After`` (whole seconds), 429s
-    theirs rounded up (a retry then is admitted) and their ``x-ratelimit-*`` headers; a
-    draining server's 503 also closes the connection (the retry opens one elsewhere)."""
+    """LLMRouteError → its OpenAI body. A refusal that knows when a retry would be served
+    (a 429's limit, a 503 with no backend or a draining server: ``retry_after_s``) carries
+    ``Retry-After`` in whole seconds, rounded up so that a retry then is admitted (RFC 9110
+    §10.2.3), at least 1; a 429 also carries its ``x-ratelimit-*`` headers; a draining
+    server's 503 closes the connection (the retry opens one elsewhere)."""
     assert isinstance(exc, LLMRouteError)
     status, body = to_openai(exc)
     headers = {"x-request-id": request_id(request)}
     if isinstance(exc, RateLimited):
         headers.update(exc.headers)
-        if exc.retry_after_s is not None:
-            headers["retry-after"] = str(max(1, math.ceil(exc.retry_after_s)))
-    if isinstance(exc, NoBackendAvailable) and exc.retry_after_s is not None:
-        headers["retry-after"] = str(max(1, round(exc.retry_after_s)))
-    if isinstance(exc, ShuttingDown):
+    if isinstance(exc, (RateLimited, NoBackendAvailable, ShuttingDown)) \
+            and exc.retry_after_s is not None:
         headers["retry-after"] = str(max(1, math.ceil(exc.retry_after_s)))
+    if isinstance(exc, ShuttingDown):
         headers["connection"] = "close"
     return json_response(body, status, headers)
 

@@ -105,3 +105,20 @@ async def test_a_bug_is_an_openai_shaped_500_with_the_request_id(stream):
     assert r.status_code == 500 and r.headers["x-request-id"] == "req-7"
     assert r.json()["error"]["code"] == "internal_error"
     assert after.status_code == 200
+
+
+@pytest.mark.parametrize(("exc", "header"), [
+    ("no-backend", "3"), ("rate-limited", "3"), ("draining", "3"), ("short", "1")])
+async def test_retry_after_is_rounded_up_to_whole_seconds_for_every_refusal(
+        exc: str, header: str) -> None:
+    from starlette.requests import Request
+
+    from llmroute.api.errors import on_llmroute_error
+    from llmroute.errors import NoBackendAvailable, RateLimited, ShuttingDown
+    made = {"no-backend": NoBackendAvailable("none", retry_after_s=2.2),
+            "rate-limited": RateLimited("slow down", retry_after_s=2.2),
+            "draining": ShuttingDown("draining", retry_after_s=2.2),
+            "short": NoBackendAvailable("none", retry_after_s=0.2)}[exc]
+    request = Request({"type": "http", "method": "POST", "path": "/", "headers": []})
+    response = await on_llmroute_error(request, made)
+    assert response.headers["retry-after"] == header
