@@ -246,8 +246,11 @@ async def run_strategy(rt: Runtime, request: ChatRequest, d: Decision, caller: C
                                                      entry)
     while True:
         try:
-            return _screened(rt, request, await _run_one(rt, request, d, legs, who, timing,
-                                                         failed), trace)
+            routed = _screened(rt, request, await _run_one(rt, request, d, legs, who, timing,
+                                                           failed), trace)
+            if routed.body is not None:  # the answer as the client gets it (filtered)
+                trace.answered(routed.body)
+            return routed
         except LLMRouteError as err:
             entry = _fallback_entry(d.strategy, who[2], err)
             if entry is None:
@@ -275,8 +278,8 @@ async def _run_one(rt: Runtime, request: ChatRequest, d: Decision, legs: PoolLeg
     if served.stream is not None:
         return Routed(headers, stream=served.stream)
     body = served.body
-    trace.answered(body)
     if request.stream:
+        trace.answered(body)
         return Routed(headers, stream=replay(request, body))
     return Routed(headers, body=body)
 
@@ -297,7 +300,6 @@ async def _dispatch_fallback(rt: Runtime, request: ChatRequest, d: Decision, leg
         return Routed(common | _backend_headers(backend), stream=stream)
     backend, body = await dispatch.complete(rt.dispatch, request, plan, fb.candidates,
                                             legs.trace)
-    legs.trace.answered(body)
     return Routed(common | _backend_headers(backend), body=body)
 
 

@@ -211,3 +211,19 @@ def test_a_good_verify_file_loads_and_names_its_pools(loader, write):
     assert entry.runner is not None and entry.spec.pool_refs() == [
         (("pool",), "general"), (("regenerate_pool",), "long"),
         (("check", "judge", "pool"), "code")]
+
+
+async def test_the_logged_answer_of_a_strategy_is_the_filtered_one(tmp_path):
+    from structlog.testing import capture_logs
+    words = tmp_path / "words.txt"
+    words.write_text("Ada\n", encoding="utf-8")
+    masking = {"lists": [{"name": "names", "path": str(words), "action": "mask"}]}
+    async with serve_upstream(["ok"], GOOD) as a, serve_upstream(["ok"], GOOD) as b:
+        with capture_logs() as logs:
+            r = await ask({"general": [a], "strong": [b]}, tmp_path,
+                          verify_yaml(f"{{json_schema: {SCHEMA}}}"),
+                          content_filter=masking, observe={"log_prompts": True})
+    sent = r.json()["choices"][0]["message"]["content"]
+    assert "Ada" not in sent
+    line = next(e for e in logs if e["event"] == "request")
+    assert line["answer"] == sent
