@@ -185,10 +185,8 @@ async def _decided(rt: Runtime, request: ChatRequest, d: Decision, caller: Calle
         return _screened(rt, request, Routed(route_headers(request, d, backend) | timing,
                                              stream=stream), trace)
     backend, body = await dispatch.complete(rt.dispatch, request, d.plan, d.candidates, trace)
-    routed = _screened(rt, request, Routed(route_headers(request, d, backend) | timing,
-                                           body=body), trace)
-    trace.answered(routed.body)
-    return routed
+    return _screened(rt, request, Routed(route_headers(request, d, backend) | timing,
+                                         body=body), trace)
 
 
 async def _tried(rt: Runtime, request: ChatRequest, d: Decision, caller: Caller | None,
@@ -246,11 +244,8 @@ async def run_strategy(rt: Runtime, request: ChatRequest, d: Decision, caller: C
                                                      entry)
     while True:
         try:
-            routed = _screened(rt, request, await _run_one(rt, request, d, legs, who, timing,
-                                                           failed), trace)
-            if routed.body is not None:  # the answer as the client gets it (filtered)
-                trace.answered(routed.body)
-            return routed
+            return _screened(rt, request, await _run_one(rt, request, d, legs, who, timing,
+                                                         failed), trace)
         except LLMRouteError as err:
             entry = _fallback_entry(d.strategy, who[2], err)
             if entry is None:
@@ -305,13 +300,17 @@ async def _dispatch_fallback(rt: Runtime, request: ChatRequest, d: Decision, leg
 
 def _screened(rt: Runtime, request: ChatRequest, routed: Routed, trace: Recorder) -> Routed:
     """``routed`` through the output filter (``rt.content_filter``, None: unchanged), its
-    JSON answer or its SSE stream."""
+    JSON answer or its SSE stream; a JSON answer is traced as it leaves the filter
+    (``trace.answered``: what the client gets)."""
     screen = rt.content_filter
-    if screen is None:
-        return routed
     if routed.stream is not None:
+        if screen is None:
+            return routed
         return Routed(routed.headers, stream=screen.stream(request, routed.stream, trace))
-    return Routed(routed.headers, body=screen.answer(request, routed.body, trace))
+    if screen is not None:
+        routed = Routed(routed.headers, body=screen.answer(request, routed.body, trace))
+    trace.answered(routed.body)
+    return routed
 
 
 def _backend_headers(backend: Backend) -> dict[str, str]:

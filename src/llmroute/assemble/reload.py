@@ -44,8 +44,8 @@ import structlog
 from llmroute.assemble.generations import Generations
 from llmroute.assemble.probe import unhealthy
 from llmroute.assemble.runtime import make_backends, rewire
-from llmroute.config import EMBEDDED, RELOADED_SECTIONS
-from llmroute.config import BackendConfig, Config, load_config
+from llmroute.config import (EMBEDDED, RELOADED_SECTIONS, BackendConfig, Config,
+                             load_config)
 from llmroute.errors import ConfigError
 from llmroute.runtime import Runtime
 from llmroute.types import Backend
