@@ -88,8 +88,9 @@ DOCUMENT_WEAK_PATTERNS = frozenset({_EXTRACTION_LIST_ALL, _EXTRACTION_NOUNS_EN, 
 KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
     ("code", (
         (1.5, r"\b(?:python|javascript|typescript|java|kotlin|swift|golang|rust|ruby|php|perl|"
-              r"scala|haskell|sql|bash|powershell|html|css|regex|react|django|numpy|pandas)\b"
+              r"scala|haskell|sql|bash|powershell|html|css|react|django|numpy|pandas)\b"
               r"|\bc\+\+|\bc#"),
+        (2.0, r"\b(?:regex(?:es|p)?|regular expressions?|web scrap(?:er|ing)|crawler)\b"),
         (1.5, r"\b(?:code|coding|debug(?:ging)?|refactor|bugs?|stack ?trace|traceback|segfault|"
               r"unit tests?|api|endpoint|algorithm|linked list|hash ?map|binary tree|recursion|"
               r"compiler?|syntax error|runtime error|git)\b"),
@@ -100,7 +101,7 @@ KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
         (2.0, r"\bdef\s+\w+\s*\(|\bimport\s+[\w.]+|#include\s*<|console\.log|System\.out|"
               r"\bfn\s+\w+\s*\(|\bSELECT\s.{1,80}?\sFROM\b|=>|\w\(\)\s*[;{]"),
         (3.0, r"\bdef\s+\w+\s*\([^)\n]*\)[^:\n]*:\s*\n\s*(?:\"\"\"|\'\'\')|^\s*>>>\s"),
-        (2.0, r"代码|编程|源码|脚本|报错|调试|编译|算法|快速排序"),
+        (2.0, r"代码|编程|源码|脚本|报错|调试|编译|算法|快速排序|正则|爬虫"),
         (1.0, r"实现|函数|程序|接口|变量|数组|链表|排序|递归|数据库|前端|后端"),
     )),
     ("math", (
@@ -157,7 +158,7 @@ KEYWORDS: tuple[tuple[str, tuple[tuple[float, str], ...]], ...] = (
         (3.0, r"总结|摘要|概括|归纳|概述|综述|提炼|简要说明"),
         (2.0, r"(?:总结|概括|归纳|概述|摘要)(?:一下)?(?:以下|下面|下列|上面|上述|上文|这篇|这段|该|本)|"
               r"(?:以下|下面|上面|上述|上文|这篇|这段)[^。\n]{0,12}(?:总结|概括|归纳|要点|主要内容)"),
-        (1.5, r"要点|简述|主要内容|核心观点|一句话|几句话|精简"),
+        (1.5, r"要点|主要内容|核心观点|一句话|几句话|精简"),
     )),
     ("translation", (
         (3.0, r"\btranslat(?:e|ed|es|ion|ing|or)\b"),
