@@ -67,26 +67,43 @@ class MemoryStore:
         """Nothing to release."""
 
     def _admit(self, charges: Charges, leases: Sequence[Lease], now: float) -> Grant:
-        """Every limit's live state, then the first full lease or the first charge that
-        does not fit refuses the call; else every charge and lease is taken."""
+        """Every limit's live state (``_state``, inlined: this runs per request) and the
+        first charge that does not fit; a full lease or that charge refuses the call, else
+        every charge and lease is taken."""
         self._calls += 1
         if self._calls % SWEEP_EVERY == 0:
             self._sweep(now)
-        states = [self._state(limit, now) for limit, _ in charges]
+        buckets, counters = self._buckets, self._counters
+        states, refused = [], None
+        for limit, cost in charges:
+            if type(limit) is Counter:
+                s = counters.get(limit.name)
+                if s is None or s[1] <= now:
+                    s = counters[limit.name] = [0.0, now + limit.ttl_s]
+                fits = s[0] + cost <= limit.limit
+            else:
+                s = buckets.get(limit.name)
+                cap = limit.capacity
+                if s is None:
+                    s = buckets[limit.name] = [cap, now, cap, limit.rate]
+                else:
+                    level = s[0] + (now - s[1]) * cap / limit.period_s
+                    s[0], s[1], s[2], s[3] = level if level < cap else cap, now, cap, limit.rate
+                fits = s[0] + EPS >= cost
+            if not fits and refused is None:
+                refused = len(states)
+            states.append(s)
         helds = [self._held(lease.name, now) for lease in leases]
         for i, lease in enumerate(leases):
             if len(helds[i]) >= lease.limit:
                 return Grant(False, _levels(charges, states, now), full=i)
-        refused = _misfit(charges, states)
         if refused is not None:
             return Grant(False, _levels(charges, states, now), refused,
                          _retry(charges, states, now))
-        for (limit, cost), s in zip(charges, states):
-            s[0] += cost if type(limit) is Counter else -cost
         ids = tuple([str(next(self._ids)) for _ in leases])
         for held, lease, lid in zip(helds, leases, ids):
             held[lid] = now + lease.ttl_s
-        return Grant(True, _levels(charges, states, now), None, 0.0, ids)
+        return Grant(True, _take(charges, states, now), None, 0.0, ids)
 
     def _adjust(self, charges: Charges, now: float) -> None:
         for limit, cost in charges:
@@ -138,17 +155,6 @@ class MemoryStore:
                          if s[0] + (now - s[1]) * s[3] < s[2]}
 
 
-def _misfit(charges: Charges, states: list[list[float]]) -> int | None:
-    """The index of the first charge that does not fit now (None: every one does)."""
-    for i, (limit, cost) in enumerate(charges):
-        if type(limit) is Counter:
-            if states[i][0] + cost > limit.limit:
-                return i
-        elif states[i][0] + EPS < cost:
-            return i
-    return None
-
-
 def _retry(charges: Charges, states: list[list[float]], now: float) -> float | None:
     """Seconds until every charge fits (None: never, a cost above its limit)."""
     retry = 0.0
@@ -175,6 +181,21 @@ def _levels(charges: Charges, states: list[list[float]], now: float) -> tuple[fl
             reset = s[1] - now
             out += (limit.limit - s[0], reset if reset >= 0.0 else 0.0)
         else:
+            room = limit.capacity - s[0]
+            out += (s[0], (room if room >= 0.0 else 0.0) / limit.rate)
+    return tuple(out)
+
+
+def _take(charges: Charges, states: list[list[float]], now: float) -> tuple[float, ...]:
+    """Take every charge; the limits' levels after (as ``_levels``)."""
+    out: list[float] = []
+    for (limit, cost), s in zip(charges, states):
+        if type(limit) is Counter:
+            s[0] += cost
+            reset = s[1] - now
+            out += (limit.limit - s[0], reset if reset >= 0.0 else 0.0)
+        else:
+            s[0] -= cost
             room = limit.capacity - s[0]
             out += (s[0], (room if room >= 0.0 else 0.0) / limit.rate)
     return tuple(out)
