@@ -169,14 +169,13 @@ class _Plan:
         one."""
         out: dict[str, str] = {}
         for at, caps, (limit_h, remaining_h, reset_h) in self.rates:
-            j = 0
-            for k in range(1, len(at)):
-                if levels[at[k]] < levels[at[j]]:
-                    j = k
-            left = int(levels[at[j]])
-            out[limit_h] = caps[j]
+            i, cap = at[0], caps[0]
+            if len(at) == 2 and levels[at[1]] < levels[i]:  # the tenant's is tighter
+                i, cap = at[1], caps[1]
+            left = int(levels[i])
+            out[limit_h] = cap
             out[remaining_h] = str(left) if left > 0 else "0"
-            out[reset_h] = _duration(levels[at[j] + 1])
+            out[reset_h] = _duration(levels[i + 1])
         return out
 
 

@@ -93,17 +93,21 @@ class MemoryStore:
             if not fits and refused is None:
                 refused = len(states)
             states.append(s)
-        helds = [self._held(lease.name, now) for lease in leases]
-        for i, lease in enumerate(leases):
-            if len(helds[i]) >= lease.limit:
-                return Grant(False, _levels(charges, states, now), full=i)
+        helds = []
+        for lease in leases:
+            held = self._held(lease.name, now)
+            if len(held) >= lease.limit:
+                return Grant(False, _levels(charges, states, now), full=len(helds))
+            helds.append(held)
         if refused is not None:
             return Grant(False, _levels(charges, states, now), refused,
                          _retry(charges, states, now))
-        ids = tuple([str(next(self._ids)) for _ in leases])
-        for held, lease, lid in zip(helds, leases, ids):
+        ids = []
+        for held, lease in zip(helds, leases):
+            lid = str(next(self._ids))
             held[lid] = now + lease.ttl_s
-        return Grant(True, _take(charges, states, now), None, 0.0, ids)
+            ids.append(lid)
+        return Grant(True, _take(charges, states, now), None, 0.0, tuple(ids))
 
     def _adjust(self, charges: Charges, now: float) -> None:
         for limit, cost in charges:
