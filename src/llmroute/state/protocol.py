@@ -19,6 +19,8 @@ script per call, with every name of a call in one hash slot). ``adjust`` reconci
 the fact and never refuses. ``admit`` is ``reserve`` and ``lease`` in one atomic call
 (every charge and every lease, or nothing), ``settle`` is ``adjust`` and ``release`` in
 one call: an admitted request costs a Redis store one round trip in and at most one out.
+The values built per call (``Charge``, ``Counter``, ``Level``, ``Grant``) are named tuples,
+cheap to build on the request path, and a plain ``(limit, cost)`` pair is a charge too.
 Times are the store's own clock: the in-process store's injected clock, Redis's ``TIME``;
 callers pass durations, never instants. Every call
 returns within the store's time bound or raises ``StateUnavailable``, except that a store
