@@ -3,8 +3,9 @@
 Each call runs to completion without an ``await`` inside it, so on one event loop every
 call is atomic: ``reserve`` never admits past a limit, however many requests race. State
 that expired (counters past their TTL, leases past theirs) is dropped when next touched,
-and every ``SWEEP_EVERY`` reservations a sweep drops expired counters and full buckets
-(a full bucket is the same as an absent one), so memory follows the active keys only.
+and every ``SWEEP_EVERY`` calls that take (reserve, lease, admit) a sweep drops expired
+counters and full buckets (a full bucket is the same as an absent one), so memory follows
+the active keys only.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ EPS = 1e-9
 """Units of float rounding forgiven when a bucket's level is compared with a cost (a
 refill of exactly the cost after exactly the advertised wait must fit)."""
 SWEEP_EVERY = 4096
-"""Calls between two sweeps of expired counters and full buckets."""
+"""Calls that take between two sweeps of expired counters and full buckets."""
 
 
 class MemoryStore:
@@ -67,14 +68,34 @@ class MemoryStore:
         """Nothing to release."""
 
     def _admit(self, charges: Charges, leases: Sequence[Lease], now: float) -> Grant:
-        """Every limit's live state (``_state``, inlined: this runs per request) and the
-        first charge that does not fit; a full lease or that charge refuses the call, else
+        """A full lease, else the first charge that does not fit, refuses the call; else
         every charge and lease is taken."""
         self._calls += 1
         if self._calls % SWEEP_EVERY == 0:
             self._sweep(now)
+        states, refused = self._live(charges, now)
+        helds = []
+        for lease in leases:
+            held = self._held(lease.name, now)
+            if len(held) >= lease.limit:
+                return Grant(False, _levels(charges, states, now), full=len(helds))
+            helds.append(held)
+        if refused is not None:
+            return Grant(False, _levels(charges, states, now), refused,
+                         _retry(charges, states, now))
+        ids = []
+        for held, lease in zip(helds, leases):
+            lid = str(next(self._ids))
+            held[lid] = now + lease.ttl_s
+            ids.append(lid)
+        return Grant(True, _take(charges, states, now), None, 0.0, tuple(ids))
+
+    def _live(self, charges: Charges, now: float) -> tuple[list[list[float]], int | None]:
+        """Each charge's live state (as ``_state``, inlined: this runs per request) and the
+        index of the first charge that does not fit (None: all fit)."""
         buckets, counters = self._buckets, self._counters
-        states, refused = [], None
+        states: list[list[float]] = []
+        refused = None
         for limit, cost in charges:
             if type(limit) is Counter:
                 s = counters.get(limit.name)
@@ -93,21 +114,7 @@ class MemoryStore:
             if not fits and refused is None:
                 refused = len(states)
             states.append(s)
-        helds = []
-        for lease in leases:
-            held = self._held(lease.name, now)
-            if len(held) >= lease.limit:
-                return Grant(False, _levels(charges, states, now), full=len(helds))
-            helds.append(held)
-        if refused is not None:
-            return Grant(False, _levels(charges, states, now), refused,
-                         _retry(charges, states, now))
-        ids = []
-        for held, lease in zip(helds, leases):
-            lid = str(next(self._ids))
-            held[lid] = now + lease.ttl_s
-            ids.append(lid)
-        return Grant(True, _take(charges, states, now), None, 0.0, tuple(ids))
+        return states, refused
 
     def _adjust(self, charges: Charges, now: float) -> None:
         for limit, cost in charges:
