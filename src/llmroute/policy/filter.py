@@ -78,7 +78,7 @@ class ContentFilter:
         matcher = self.matcher
         if not matcher.longest["input"]:
             return request
-        texts = (request.text, *_tool_arguments(request))
+        texts = _texts(request)
         if self._clean(matcher, texts):  # the common case: no entry anywhere
             return request
         scans = [self._scan(matcher, t) for t in texts]
@@ -141,8 +141,8 @@ class ContentFilter:
         """Whether no list entry occurs in any of ``texts`` (normalised): then nothing is
         masked, blocked or recorded, and the texts pass as they are."""
         normalize = self.normalizer.normalize
-        for text in texts:
-            if not matcher.clean(normalize(text)[0]):
+        for text in texts:  # (ASCII, the common case, normalises to its lower case)
+            if not matcher.clean(text.lower() if text.isascii() else normalize(text)[0]):
                 return False
         return True
 
@@ -150,15 +150,17 @@ class ContentFilter:
         return scan_text(matcher, self.normalizer, text, "input")
 
 
-def _tool_arguments(request: ChatRequest) -> Iterable[str]:
-    """The ``arguments`` strings of the tool calls in a chat request's messages."""
-    if request.endpoint != "chat":
-        return
-    for m in request.body.get("messages") or ():
-        for call in m.get("tool_calls") or ():
-            args = (call.get("function") or {}).get("arguments")
-            if isinstance(args, str):
-                yield args
+def _texts(request: ChatRequest) -> list[str]:
+    """The request's text, then the ``arguments`` strings of the tool calls in a chat
+    request's messages."""
+    out = [request.text]
+    if request.endpoint == "chat":
+        for m in request.body.get("messages") or ():
+            for call in m.get("tool_calls") or ():
+                args = (call.get("function") or {}).get("arguments")
+                if isinstance(args, str):
+                    out.append(args)
+    return out
 
 
 def _masked(body: dict[str, Any], mask: Callable[[str], str]) -> dict[str, Any]:

@@ -20,18 +20,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from cachetools import LRUCache
-
 from llmroute.config_policy import LimitsConfig
 from llmroute.errors import RateLimited
 from llmroute.policy.auth import Caller
 from llmroute.policy.keys import Limits
-from llmroute.state.protocol import (Bucket, Charge, Counter, Grant, Lease, Level,
-                                     StateStore)
+from llmroute.state.protocol import Bucket, Charges, Counter, Grant, Lease, StateStore
 from llmroute.types import ChatRequest
 
 PLANS = 4096
-"""Callers (key, tenant, limits) whose limit objects are kept built."""
+"""Callers (key, tenant) whose limit objects are kept built; past it the oldest built goes."""
 _WHAT = {"rpm": "requests per minute", "tpm": "tokens per minute",
          "daily_tokens": "daily token quota", "monthly_tokens": "monthly token quota"}
 
@@ -40,12 +37,12 @@ class Ticket:
     """An admitted request's reservation: ``headers`` (``x-ratelimit-*``), ``reserved``
     tokens; ``settle`` once when the answer ends."""
 
-    __slots__ = ("_store", "_tokens", "_leases", "reserved", "headers", "settled")
+    __slots__ = ("_store", "_charges", "_costed", "_leases", "reserved", "headers", "settled")
 
-    def __init__(self, store: StateStore, tokens: Sequence[Charge],
+    def __init__(self, store: StateStore, charges: Charges, costed: Sequence[int],
                  leases: Sequence[tuple[str, str]], reserved: int, headers: dict[str, str]):
-        self._store, self._tokens, self._leases = store, tokens, leases
-        self.reserved, self.headers = reserved, headers
+        self._store, self._charges, self._costed = store, charges, costed
+        self._leases, self.reserved, self.headers = leases, reserved, headers
         self.settled = False
 
     async def settle(self, used: int | None) -> None:
@@ -56,9 +53,10 @@ class Ticket:
             return
         self.settled = True
         delta = (used or 0) - self.reserved
-        charges = [Charge(c.limit, delta) for c in self._tokens] if delta else ()
-        if charges or self._leases:
-            await self._store.settle(charges, self._leases)
+        charges = self._charges
+        moved = [(charges[i][0], delta) for i in self._costed] if delta else ()
+        if moved or self._leases:
+            await self._store.settle(moved, self._leases)
 
 
 class Limiter:
@@ -68,7 +66,7 @@ class Limiter:
     def __init__(self, store: StateStore, config: LimitsConfig,
                  wall_clock: Callable[[], float]):
         self._store, self._config, self._wall = store, config, wall_clock
-        self._plans: LRUCache[tuple[object, ...], _Plan] = LRUCache(PLANS)
+        self._plans: dict[tuple[str, str], _Plan] = {}
         self._periods = _Periods()
 
     async def admit(self, caller: Caller, request: ChatRequest) -> Ticket:
@@ -82,65 +80,75 @@ class Limiter:
             scope, owner, lease = plan.leases[grant.full]
             raise RateLimited(f"Too many requests in flight for {scope} {owner}: the limit "
                               f"is {lease.limit} at once.", retry_after_s=1.0, kind="requests")
-        headers = plan.headers(charges, grant.levels)
+        headers = plan.headers(grant.flat_levels)
         if not grant.allowed:
             raise _refusal(caller, charges, plan.what, grant, headers)
         held = tuple(zip(plan.lease_names, grant.lease_ids))
-        return Ticket(self._store, [charges[i] for i in plan.costed], held, cost, headers)
+        return Ticket(self._store, charges, plan.costed, held, cost, headers)
 
     def _plan(self, caller: Caller) -> _Plan:
         """The caller's limit objects, built once per key and tenant and again when their
         limits change (the same Limits objects: no comparison of their fields)."""
         key, tenant = caller.key, caller.tenant
-        try:
-            plan = self._plans[key.id, tenant.id]
-        except KeyError:
-            plan = None
+        ids = (key.id, tenant.id)
+        plan = self._plans.get(ids)
         if plan is None or not plan.made_for(key.limits, tenant.limits):
-            plan = self._plans[key.id, tenant.id] = _build_plan(caller,
-                                                                self._config.lease_ttl_s)
+            plan = _build_plan(caller, self._config.lease_ttl_s)
+            if ids not in self._plans and len(self._plans) >= PLANS:
+                del self._plans[next(iter(self._plans))]
+            self._plans[ids] = plan
         return plan
 
-    def _charges(self, plan: _Plan, cost: int) -> list[Charge]:
-        """The charges of one request, in ``plan.what`` order: the plan's own (cost 1) for
-        RPM, ``cost`` on the others (a quota's Counter named by the day or month now)."""
+    def _charges(self, plan: _Plan, cost: int) -> list[tuple[Bucket | Counter, int]]:
+        """The charges of one request, in ``plan.what`` order: 1 on each RPM bucket,
+        ``cost`` on the others (a quota's Counter named by the UTC day or month now and
+        lasting to its end, at least 1 s)."""
         if not plan.quotas:
-            return [Charge(limit, cost) if fixed is None else fixed
-                    for fixed, limit in zip(plan.fixed, plan.limits)]
+            return [(limit, 1 if per_request else cost)  # type: ignore[misc]
+                    for limit, per_request in zip(plan.limits, plan.per_request)]
         now = self._wall()
         when = self._periods.at(now)
-        out = []
-        for fixed, limit in zip(plan.fixed, plan.limits):
-            if fixed is not None:
-                out.append(fixed)
-            elif isinstance(limit, tuple):  # a quota: (kind, name stem, limit)
-                stamp, end = when[limit[0]]
-                out.append(Charge(Counter(f"{limit[0]}:{limit[1]}:{stamp}", limit[2],
-                                          max(end - now, 1.0)), cost))
+        out: list[tuple[Bucket | Counter, int]] = []
+        for limit, per_request in zip(plan.limits, plan.per_request):
+            if type(limit) is _Quota:
+                stamp, end = when[limit.kind]
+                ttl = end - now
+                out.append((Counter(f"{limit.kind}:{limit.stem}:{stamp}", limit.limit,
+                                    ttl if ttl >= 1.0 else 1.0), cost))
             else:
-                out.append(Charge(limit, cost))
+                out.append((limit, 1 if per_request else cost))  # type: ignore[arg-type]
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class _Quota:
+    """A daily (``kind`` ``qd``) or monthly (``qm``) token quota of ``limit`` tokens, whose
+    Counter is named ``kind:stem:<day or month>`` at each call."""
+
+    kind: str
+    stem: str
+    limit: int
+
+
 _Rate = tuple[tuple[int, ...], tuple[str, ...], tuple[str, str, str]]
-"""One unit's ``x-ratelimit-*`` headers: the indices of its buckets' charges (key's,
-tenant's), their capacities as the ``limit`` header writes them, and the three header
-names."""
+"""One unit's ``x-ratelimit-*`` headers: where its buckets' levels start in
+``Grant.flat_levels`` (key's, tenant's: twice the charge's index), their capacities as the
+``limit`` header writes them, and the three header names."""
 
 
 @dataclass(frozen=True, slots=True)
 class _Plan:
-    """A caller's limits as state-store objects: per charge ``what`` (scope, limit name)
-    and ``limits`` (a Bucket, or a quota's ``(kind, name stem, limit)`` whose Counter is
-    named by the day or month at each call), ``fixed`` the RPM charges (cost 1, built
-    once; None for the others); ``leases``: (scope, owner, Lease), and apart their
+    """A caller's limits as state-store objects: per charge ``what`` (scope, limit name),
+    ``limits`` (a Bucket, or a _Quota) and ``per_request`` (True: costs 1, an RPM bucket;
+    False: costs the request's tokens); ``leases``: (scope, owner, Lease), and apart their
     ``lease_limits`` and ``lease_names``; ``costed``: the indices of the token charges (a
     settle moves them); ``rates``: what the ``x-ratelimit-*`` headers read, for requests
-    (RPM) and tokens (TPM) when the key or tenant has such a bucket."""
+    (RPM) and tokens (TPM) when the key or tenant has such a bucket; ``quotas``: whether a
+    limit is a _Quota; ``sources``: the key's and tenant's Limits it was built from."""
 
     what: tuple[tuple[str, str], ...]
-    limits: tuple[Bucket | tuple[str, str, int], ...]
-    fixed: tuple[Charge | None, ...]
+    limits: tuple[Bucket | _Quota, ...]
+    per_request: tuple[bool, ...]
     leases: tuple[tuple[str, str, Lease], ...]
     lease_limits: tuple[Lease, ...]
     lease_names: tuple[str, ...]
@@ -154,54 +162,55 @@ class _Plan:
         k, t = self.sources
         return (k is key or k == key) and (t is tenant or t == tenant)
 
-    def headers(self, charges: Sequence[Charge], levels: Sequence[Level]) -> dict[str, str]:
+    def headers(self, levels: Sequence[float]) -> dict[str, str]:
         """OpenAI's ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}`` after a call
-        that gave ``levels`` (per charge) from the tighter (fewer remaining; the first of
-        equals) of the key's and tenant's RPM and TPM buckets; absent without one."""
+        that gave ``levels`` (``Grant.flat_levels``) from the tighter (fewer remaining; the
+        first of equals) of the key's and tenant's RPM and TPM buckets; absent without
+        one."""
         out: dict[str, str] = {}
         for at, caps, (limit_h, remaining_h, reset_h) in self.rates:
-            j = 0 if len(at) == 1 else min(range(len(at)), key=lambda k: levels[at[k]].remaining)
-            level = levels[at[j]]
-            out[limit_h] = caps[j]
-            out[remaining_h] = str(max(0, int(level.remaining)))
-            out[reset_h] = _duration(level.reset_s)
+            i, cap = at[0], caps[0]
+            if len(at) == 2 and levels[at[1]] < levels[i]:  # the tenant's is tighter
+                i, cap = at[1], caps[1]
+            left = int(levels[i])
+            out[limit_h] = cap
+            out[remaining_h] = str(left) if left > 0 else "0"
+            out[reset_h] = _duration(levels[i + 1])
         return out
 
 
 def _build_plan(caller: Caller, lease_ttl_s: float) -> _Plan:
     tag = f"{{{caller.tenant.id}}}"  # one Redis hash slot for all the names of a call
     what: list[tuple[str, str]] = []
-    limits: list[Bucket | tuple[str, str, int]] = []
+    limits: list[Bucket | _Quota] = []
     leases = []
     for scope, owner, lim in _scopes(caller):
         at = f"{scope}:{tag}:{owner}"
         for name, limit in (("rpm", lim.rpm and Bucket(f"rpm:{at}", lim.rpm, 60.0)),
                             ("tpm", lim.tpm and Bucket(f"tpm:{at}", lim.tpm, 60.0)),
-                            ("daily_tokens", lim.daily_tokens and ("qd", at, lim.daily_tokens)),
-                            ("monthly_tokens", lim.monthly_tokens and (
+                            ("daily_tokens", lim.daily_tokens and _Quota(
+                                "qd", at, lim.daily_tokens)),
+                            ("monthly_tokens", lim.monthly_tokens and _Quota(
                                 "qm", at, lim.monthly_tokens))):
             if limit:
                 what.append((scope, name))
                 limits.append(limit)
         if lim.max_concurrency is not None:
             leases.append((scope, owner, Lease(f"conc:{at}", lim.max_concurrency, lease_ttl_s)))
-    return _Plan(tuple(what), tuple(limits),
-                 tuple(Charge(x, 1) if w[1] == "rpm" else None  # type: ignore[arg-type]
-                       for w, x in zip(what, limits)),
+    return _Plan(tuple(what), tuple(limits), tuple(w[1] == "rpm" for w in what),
                  tuple(leases), tuple(lease for _, _, lease in leases),
                  tuple(lease.name for _, _, lease in leases),
                  tuple(i for i, w in enumerate(what) if w[1] != "rpm"),
-                 _rates(what, limits), any(isinstance(x, tuple) for x in limits),
+                 _rates(what, limits), any(type(x) is _Quota for x in limits),
                  (caller.key.limits, caller.tenant.limits))
 
 
-def _rates(what: list[tuple[str, str]], limits: list[Bucket | tuple[str, str, int]]
-           ) -> tuple[_Rate, ...]:
+def _rates(what: list[tuple[str, str]], limits: list[Bucket | _Quota]) -> tuple[_Rate, ...]:
     out = []
     for name, unit in (("rpm", "requests"), ("tpm", "tokens")):
-        at = tuple(i for i, w in enumerate(what) if w[1] == name)
+        at = tuple(2 * i for i, w in enumerate(what) if w[1] == name)
         if at:
-            caps = tuple(str(int(limits[i].capacity)) for i in at)  # type: ignore[union-attr]
+            caps = tuple(str(int(limits[i // 2].capacity)) for i in at)  # type: ignore[union-attr]
             out.append((at, caps, (f"x-ratelimit-limit-{unit}",
                                    f"x-ratelimit-remaining-{unit}", f"x-ratelimit-reset-{unit}")))
     return tuple(out)
@@ -212,15 +221,15 @@ def _scopes(caller: Caller) -> tuple[tuple[str, str, Limits], ...]:
             ("tenant", caller.tenant.id, caller.tenant.limits))
 
 
-def _refusal(caller: Caller, charges: Sequence[Charge], what: Sequence[tuple[str, str]],
+def _refusal(caller: Caller, charges: Charges, what: Sequence[tuple[str, str]],
              grant: Grant, headers: dict[str, str]) -> RateLimited:
     i = grant.denied or 0
     scope, name = what[i]
     owner = caller.key.display if scope == "key" else f"tenant {caller.tenant.id}"
-    limit = charges[i].limit
+    limit, cost = charges[i]
     cap = int(limit.capacity if isinstance(limit, Bucket) else limit.limit)
     if grant.retry_after_s is None:
-        message = (f"Request too large for {owner}: it needs {charges[i].cost:g} tokens, the "
+        message = (f"Request too large for {owner}: it needs {cost:g} tokens, the "
                    f"{_WHAT[name]} is {cap}.")
     else:
         message = (f"Rate limit reached for {owner} on {_WHAT[name]}: limit {cap}. Please "

@@ -23,8 +23,7 @@ import structlog
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from llmroute.errors import StateUnavailable
-from llmroute.state.protocol import (Bucket, Charge, Grant, Lease, Level, Limit,
-                                     StateStore)
+from llmroute.state.protocol import Bucket, Charges, Grant, Lease, StateStore
 
 def stop_if_cancelled(exc: BaseException | None = None) -> None:
     """Raise CancelledError (from ``exc``) when the current task is being cancelled. A
@@ -53,17 +52,17 @@ class Guarded:
         self.unmetered = self.refused = self.dropped = self.outages = 0
         self._log = structlog.get_logger("llmroute")
 
-    async def reserve(self, charges: Sequence[Charge]) -> Grant:
+    async def reserve(self, charges: Charges) -> Grant:
         """``inner.reserve``; while the store is down, every charge admitted (fail open)."""
         ok, grant = await self._call(self.inner.reserve, charges)
-        return grant if ok else Grant(True, tuple(_unmetered(c.limit) for c in charges))
+        return grant if ok else Grant(True, _unmetered(charges))
 
     async def lease(self, name: str, limit: int, ttl_s: float) -> str | None:
         """``inner.lease``; while the store is down, the ``UNMETERED`` lease (fail open)."""
         ok, lease_id = await self._call(self.inner.lease, name, limit, ttl_s)
         return lease_id if ok else UNMETERED
 
-    async def adjust(self, charges: Sequence[Charge]) -> None:
+    async def adjust(self, charges: Charges) -> None:
         """``inner.adjust``, dropped while the store is down."""
         await self._call(self.inner.adjust, charges, settle=True, blind=self._queued)
 
@@ -73,7 +72,7 @@ class Guarded:
         if lease_id != UNMETERED:
             await self._call(self.inner.release, name, lease_id, settle=True)
 
-    async def admit(self, charges: Sequence[Charge], leases: Sequence[Lease]) -> Grant:
+    async def admit(self, charges: Charges, leases: Sequence[Lease]) -> Grant:
         """``inner.admit``; while the store is down, every charge admitted and every lease
         ``UNMETERED`` (fail open)."""
         if self.up:  # straight through while the store answers (a frame less to resume)
@@ -82,10 +81,10 @@ class Guarded:
             except StateUnavailable as exc:
                 self._went_down(exc, self._clock())
         ok, grant = await self._call(self.inner.admit, charges, leases)
-        return grant if ok else Grant(True, tuple(_unmetered(c.limit) for c in charges),
+        return grant if ok else Grant(True, _unmetered(charges),
                                       lease_ids=(UNMETERED,) * len(leases))
 
-    async def settle(self, charges: Sequence[Charge], held: Sequence[tuple[str, str]]) -> None:
+    async def settle(self, charges: Charges, held: Sequence[tuple[str, str]]) -> None:
         """``inner.settle`` without the unmetered leases, dropped while the store is down."""
         metered = [h for h in held if h[1] != UNMETERED]
         if not (charges or metered):
@@ -164,6 +163,8 @@ class Guarded:
         yield calls
 
 
-def _unmetered(limit: Limit) -> Level:
-    """The level reported while the store is down: the whole limit remains."""
-    return Level(limit.capacity if isinstance(limit, Bucket) else limit.limit, 0.0)
+def _unmetered(charges: Charges) -> tuple[float, ...]:
+    """The levels reported while the store is down (``Grant.flat_levels``): the whole of
+    each limit remains."""
+    return tuple([x for limit, _ in charges
+                  for x in (limit.capacity if isinstance(limit, Bucket) else limit.limit, 0.0)])

@@ -3,8 +3,9 @@
 Each call runs to completion without an ``await`` inside it, so on one event loop every
 call is atomic: ``reserve`` never admits past a limit, however many requests race. State
 that expired (counters past their TTL, leases past theirs) is dropped when next touched,
-and every ``SWEEP_EVERY`` reservations a sweep drops expired counters and full buckets
-(a full bucket is the same as an absent one), so memory follows the active keys only.
+and every ``SWEEP_EVERY`` calls that take (reserve, lease, admit) a sweep drops expired
+counters and full buckets (a full bucket is the same as an absent one), so memory follows
+the active keys only.
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 
-from llmroute.state.protocol import Bucket, Charge, Counter, Grant, Lease, Level
+from llmroute.state.protocol import Charges, Counter, Grant, Lease, Limit
 
 EPS = 1e-9
 """Units of float rounding forgiven when a bucket's level is compared with a cost (a
 refill of exactly the cost after exactly the advertised wait must fit)."""
 SWEEP_EVERY = 4096
-"""Reservations between two sweeps of expired counters and full buckets."""
+"""Calls that take between two sweeps of expired counters and full buckets."""
 
 
 class MemoryStore:
@@ -32,11 +33,11 @@ class MemoryStore:
         self._ids = itertools.count(1)
         self._calls = 0
 
-    async def reserve(self, charges: Sequence[Charge]) -> Grant:
+    async def reserve(self, charges: Charges) -> Grant:
         """See ``StateStore.reserve``."""
-        return self._reserve(charges, self._clock())
+        return self._admit(charges, (), self._clock())
 
-    async def adjust(self, charges: Sequence[Charge]) -> None:
+    async def adjust(self, charges: Charges) -> None:
         """See ``StateStore.adjust``."""
         self._adjust(charges, self._clock())
 
@@ -49,13 +50,14 @@ class MemoryStore:
         """See ``StateStore.release``."""
         self._release(name, lease_id)
 
-    async def admit(self, charges: Sequence[Charge], leases: Sequence[Lease]) -> Grant:
+    async def admit(self, charges: Charges, leases: Sequence[Lease]) -> Grant:
         """See ``StateStore.admit``."""
         return self._admit(charges, leases, self._clock())
 
-    async def settle(self, charges: Sequence[Charge], held: Sequence[tuple[str, str]]) -> None:
+    async def settle(self, charges: Charges, held: Sequence[tuple[str, str]]) -> None:
         """See ``StateStore.settle``."""
-        self._adjust(charges, self._clock())
+        if charges:
+            self._adjust(charges, self._clock())
         for name, lease_id in held:
             self._release(name, lease_id)
 
@@ -65,25 +67,64 @@ class MemoryStore:
     async def close(self) -> None:
         """Nothing to release."""
 
-    def _admit(self, charges: Sequence[Charge], leases: Sequence[Lease], now: float) -> Grant:
-        helds = [self._held(lease.name, now) for lease in leases]
-        for i, (lease, held) in enumerate(zip(leases, helds)):
+    def _admit(self, charges: Charges, leases: Sequence[Lease], now: float) -> Grant:
+        """A full lease, else the first charge that does not fit, refuses the call; else
+        every charge and lease is taken."""
+        self._calls += 1
+        if self._calls % SWEEP_EVERY == 0:
+            self._sweep(now)
+        states, refused = self._live(charges, now)
+        helds = []
+        for lease in leases:
+            held = self._held(lease.name, now)
             if len(held) >= lease.limit:
-                levels = tuple(_level(c.limit, self._state(c, now), now) for c in charges)
-                return Grant(False, levels, full=i)
-        grant = self._reserve(charges, now, leases)
-        if grant.allowed:
-            for held, lease, lid in zip(helds, leases, grant.lease_ids):
-                held[lid] = now + lease.ttl_s
-        return grant
+                return Grant(False, _levels(charges, states, now), full=len(helds))
+            helds.append(held)
+        if refused is not None:
+            return Grant(False, _levels(charges, states, now), refused,
+                         _retry(charges, states, now))
+        ids = []
+        for held, lease in zip(helds, leases):
+            lid = str(next(self._ids))
+            held[lid] = now + lease.ttl_s
+            ids.append(lid)
+        return Grant(True, _take(charges, states, now), None, 0.0, tuple(ids))
 
-    def _adjust(self, charges: Sequence[Charge], now: float) -> None:
-        for c in charges:
-            s = self._state(c, now)
-            if isinstance(c.limit, Counter):
-                s[0] = max(0.0, s[0] + c.cost)
+    def _live(self, charges: Charges, now: float) -> tuple[list[list[float]], int | None]:
+        """Each charge's live state (as ``_state``, inlined: this runs per request) and the
+        index of the first charge that does not fit (None: all fit)."""
+        buckets, counters = self._buckets, self._counters
+        states: list[list[float]] = []
+        refused = None
+        for limit, cost in charges:
+            if type(limit) is Counter:
+                s = counters.get(limit.name)
+                if s is None or s[1] <= now:
+                    s = counters[limit.name] = [0.0, now + limit.ttl_s]
+                fits = s[0] + cost <= limit.limit
             else:
-                s[0] = min(c.limit.capacity, s[0] - c.cost)
+                s = buckets.get(limit.name)
+                cap = limit.capacity
+                if s is None:
+                    s = buckets[limit.name] = [cap, now, cap, limit.rate]
+                else:
+                    level = s[0] + (now - s[1]) * cap / limit.period_s
+                    s[0], s[1], s[2], s[3] = level if level < cap else cap, now, cap, limit.rate
+                fits = s[0] + EPS >= cost
+            if not fits and refused is None:
+                refused = len(states)
+            states.append(s)
+        return states, refused
+
+    def _adjust(self, charges: Charges, now: float) -> None:
+        for limit, cost in charges:
+            s = self._state(limit, now)
+            if type(limit) is Counter:
+                value = s[0] + cost
+                s[0] = value if value > 0.0 else 0.0
+            else:
+                level = s[0] - cost
+                s[0] = level if level < limit.capacity else limit.capacity
 
     def _release(self, name: str, lease_id: str) -> None:
         held = self._leases.get(name)
@@ -92,50 +133,31 @@ class MemoryStore:
             if not held:
                 del self._leases[name]
 
-    def _reserve(self, charges: Sequence[Charge], now: float, leases: Sequence[Lease] = ()
-                 ) -> Grant:
-        self._calls += 1
-        if self._calls % SWEEP_EVERY == 0:
-            self._sweep(now)
-        states = [self._state(c, now) for c in charges]
-        refused, retry = None, 0.0
-        for i, (c, s) in enumerate(zip(charges, states)):
-            w = _wait(c, s, now)
-            if w != 0.0:
-                if refused is None:
-                    refused = i
-                retry = None if w is None or retry is None else max(retry, w)
-        if refused is not None:
-            levels = tuple(_level(c.limit, s, now) for c, s in zip(charges, states))
-            return Grant(False, levels, refused, retry)
-        levels = []
-        for c, s in zip(charges, states):
-            s[0] += c.cost if isinstance(c.limit, Counter) else -c.cost
-            levels.append(_level(c.limit, s, now))
-        ids = tuple(str(next(self._ids)) for _ in leases)
-        return Grant(True, tuple(levels), lease_ids=ids)
-
     def _held(self, name: str, now: float) -> dict[str, float]:
         """The unexpired leases on ``name`` (lease id → expiry), expired ones dropped."""
-        held = self._leases.setdefault(name, {})
-        for lid in [lid for lid, until in held.items() if until <= now]:
-            del held[lid]
+        held = self._leases.get(name)
+        if held is None:
+            held = self._leases[name] = {}
+        elif held:
+            for lid in [lid for lid, until in held.items() if until <= now]:
+                del held[lid]
         return held
 
-    def _state(self, charge: Charge, now: float) -> list[float]:
+    def _state(self, limit: Limit, now: float) -> list[float]:
         """The limit's live state, refilled (bucket) or reset when expired (counter)."""
-        limit = charge.limit
-        if isinstance(limit, Counter):
+        if type(limit) is Counter:
             s = self._counters.get(limit.name)
             if s is None or s[1] <= now:
                 s = self._counters[limit.name] = [0.0, now + limit.ttl_s]
             return s
         s = self._buckets.get(limit.name)
+        cap = limit.capacity
         if s is None:
-            s = self._buckets[limit.name] = [limit.capacity, now, limit.capacity, limit.rate]
+            s = self._buckets[limit.name] = [cap, now, cap, limit.rate]
         else:
-            s[0] = min(limit.capacity, s[0] + (now - s[1]) * limit.capacity / limit.period_s)
-            s[1], s[2], s[3] = now, limit.capacity, limit.rate
+            level = s[0] + (now - s[1]) * cap / limit.period_s
+            s[0] = level if level < cap else cap
+            s[1], s[2], s[3] = now, cap, limit.rate
         return s
 
     def _sweep(self, now: float) -> None:
@@ -144,21 +166,47 @@ class MemoryStore:
                          if s[0] + (now - s[1]) * s[3] < s[2]}
 
 
-def _wait(charge: Charge, s: list[float], now: float) -> float | None:
-    """Seconds until ``charge`` fits (0.0: now; None: never)."""
-    limit = charge.limit
-    if isinstance(limit, Counter):
-        if s[0] + charge.cost <= limit.limit:
-            return 0.0
-        return None if charge.cost > limit.limit else s[1] - now
-    if s[0] + EPS >= charge.cost:
-        return 0.0
-    if charge.cost > limit.capacity:
-        return None
-    return (charge.cost - s[0]) / limit.rate
+def _retry(charges: Charges, states: list[list[float]], now: float) -> float | None:
+    """Seconds until every charge fits (None: never, a cost above its limit)."""
+    retry = 0.0
+    for (limit, cost), s in zip(charges, states):
+        if type(limit) is Counter:
+            if s[0] + cost <= limit.limit:
+                continue
+            if cost > limit.limit:
+                return None
+            retry = max(retry, s[1] - now)
+        elif s[0] + EPS < cost:
+            if cost > limit.capacity:
+                return None
+            retry = max(retry, (cost - s[0]) / limit.rate)
+    return retry
 
 
-def _level(limit: Bucket | Counter, s: list[float], now: float) -> Level:
-    if isinstance(limit, Counter):
-        return Level(limit.limit - s[0], max(s[1] - now, 0.0))
-    return Level(s[0], max(limit.capacity - s[0], 0.0) / limit.rate)
+def _levels(charges: Charges, states: list[list[float]], now: float) -> tuple[float, ...]:
+    """Each charge's limit as it stands, flattened (``Grant.flat_levels``): remaining
+    units, then seconds until the bucket is full or the counter resets."""
+    out: list[float] = []
+    for (limit, _), s in zip(charges, states):
+        if type(limit) is Counter:
+            reset = s[1] - now
+            out += (limit.limit - s[0], reset if reset >= 0.0 else 0.0)
+        else:
+            room = limit.capacity - s[0]
+            out += (s[0], (room if room >= 0.0 else 0.0) / limit.rate)
+    return tuple(out)
+
+
+def _take(charges: Charges, states: list[list[float]], now: float) -> tuple[float, ...]:
+    """Take every charge; the limits' levels after (as ``_levels``)."""
+    out: list[float] = []
+    for (limit, cost), s in zip(charges, states):
+        if type(limit) is Counter:
+            s[0] += cost
+            reset = s[1] - now
+            out += (limit.limit - s[0], reset if reset >= 0.0 else 0.0)
+        else:
+            s[0] -= cost
+            room = limit.capacity - s[0]
+            out += (s[0], (room if room >= 0.0 else 0.0) / limit.rate)
+    return tuple(out)

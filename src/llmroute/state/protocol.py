@@ -19,6 +19,8 @@ script per call, with every name of a call in one hash slot). ``adjust`` reconci
 the fact and never refuses. ``admit`` is ``reserve`` and ``lease`` in one atomic call
 (every charge and every lease, or nothing), ``settle`` is ``adjust`` and ``release`` in
 one call: an admitted request costs a Redis store one round trip in and at most one out.
+The values built per call (``Charge``, ``Counter``, ``Level``, ``Grant``) are named tuples,
+cheap to build on the request path, and a plain ``(limit, cost)`` pair is a charge too.
 Times are the store's own clock: the in-process store's injected clock, Redis's ``TIME``;
 callers pass durations, never instants. Every call
 returns within the store's time bound or raises ``StateUnavailable``, except that a store
@@ -30,29 +32,28 @@ raising it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import NamedTuple, Protocol
 
 
 @dataclass(frozen=True, slots=True)
 class Bucket:
-    """A token bucket ``name``: at most ``capacity`` units (> 0), refilled at
+    """A token bucket ``name``: at most ``capacity`` units (> 0), refilled at ``rate`` =
     ``capacity / period_s`` units per second."""
 
     name: str
     capacity: float
     period_s: float
+    rate: float = field(init=False, repr=False, compare=False)
 
-    @property
-    def rate(self) -> float:
-        """Refill in units per second."""
-        return self.capacity / self.period_s
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rate", self.capacity / self.period_s)
 
 
-@dataclass(frozen=True, slots=True)
-class Counter:
+class Counter(NamedTuple):
     """A quota counter ``name`` of at most ``limit`` units, reset ``ttl_s`` seconds after
-    its first charge."""
+    its first charge (a named tuple: a caller builds one per call, its TTL running to the
+    end of the day or month)."""
 
     name: str
     limit: float
@@ -72,17 +73,21 @@ class Lease:
     ttl_s: float
 
 
-@dataclass(frozen=True, slots=True)
-class Charge:
+class Charge(NamedTuple):
     """``cost`` units (≥ 0 for ``reserve``; any sign for ``adjust``, < 0 gives back) on
-    ``limit``."""
+    ``limit``. The stores read a charge by position: a plain ``(limit, cost)`` pair is one
+    too (``Charges``)."""
 
     limit: Limit
     cost: float
 
 
-@dataclass(frozen=True, slots=True)
-class Level:
+Charges = Sequence[tuple[Limit, float]]
+"""The charges of one call, in order: ``Charge`` records or plain ``(limit, cost)``
+pairs."""
+
+
+class Level(NamedTuple):
     """One limit after a call: ``remaining`` units (a bucket in debt: < 0) and ``reset_s``,
     seconds until the bucket is full again or the counter resets."""
 
@@ -90,22 +95,28 @@ class Level:
     reset_s: float
 
 
-@dataclass(frozen=True, slots=True)
-class Grant:
+class Grant(NamedTuple):
     """The answer to ``reserve``: ``allowed`` (every charge taken) or not (none taken);
-    ``levels`` per charge in call order (after the charges when allowed); when refused,
-    ``denied`` is the index of the first charge that did not fit and ``retry_after_s`` the
-    seconds until the whole call would fit (None: never — a cost above its limit). From
-    ``admit``: ``lease_ids`` per lease in call order when allowed; ``full`` the index of the
-    first lease already at its limit (it refuses the call before any charge does; then
-    ``denied`` is None)."""
+    ``flat_levels`` each charge's ``Level`` in call order (after the charges when allowed),
+    flattened: remaining units, then seconds to reset, per charge (``levels`` reads them
+    as Level records); when refused, ``denied`` is the index of the first charge that did
+    not fit and ``retry_after_s`` the seconds until the whole call would fit (None: never —
+    a cost above its limit). From ``admit``: ``lease_ids`` per lease in call order when
+    allowed; ``full`` the index of the first lease already at its limit (it refuses the
+    call before any charge does; then ``denied`` is None)."""
 
     allowed: bool
-    levels: tuple[Level, ...]
+    flat_levels: tuple[float, ...]
     denied: int | None = None
     retry_after_s: float | None = 0.0
     lease_ids: tuple[str, ...] = ()
     full: int | None = None
+
+    @property
+    def levels(self) -> tuple[Level, ...]:
+        """One Level per charge, in call order."""
+        flat = self.flat_levels
+        return tuple([Level(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)])
 
 
 class StateStore(Protocol):
@@ -113,12 +124,12 @@ class StateStore(Protocol):
     the store cannot answer within its time bound (``adjust`` and ``settle`` may instead
     count the failure: module docstring)."""
 
-    async def reserve(self, charges: Sequence[Charge]) -> Grant:
+    async def reserve(self, charges: Charges) -> Grant:
         """Take every charge, or none when one does not fit (a bucket below its cost, a
         counter whose value plus cost passes its limit); see ``Grant``."""
         ...
 
-    async def adjust(self, charges: Sequence[Charge]) -> None:
+    async def adjust(self, charges: Charges) -> None:
         """Reconcile: consume ``cost`` more units of each limit (``cost`` < 0 gives units
         back), without a check. A bucket never rises above its capacity; a counter never
         falls below 0; a counter not yet charged starts its TTL now."""
@@ -133,12 +144,12 @@ class StateStore(Protocol):
         """End lease ``lease_id`` on ``name``; an unknown or expired lease is ignored."""
         ...
 
-    async def admit(self, charges: Sequence[Charge], leases: Sequence[Lease]) -> Grant:
+    async def admit(self, charges: Charges, leases: Sequence[Lease]) -> Grant:
         """``reserve(charges)`` and one ``lease`` per lease, atomically: all taken, or
         nothing when a lease is full (``Grant.full``) or a charge does not fit."""
         ...
 
-    async def settle(self, charges: Sequence[Charge], held: Sequence[tuple[str, str]]) -> None:
+    async def settle(self, charges: Charges, held: Sequence[tuple[str, str]]) -> None:
         """``adjust(charges)`` and ``release(name, lease_id)`` for each of ``held``, in one
         call."""
         ...

@@ -34,7 +34,7 @@ from redis.exceptions import RedisError
 from llmroute.errors import StateUnavailable
 from llmroute.state import lua
 from llmroute.state.batch import Batcher
-from llmroute.state.protocol import Bucket, Charge, Counter, Grant, Lease, Level
+from llmroute.state.protocol import Bucket, Charges, Counter, Grant, Lease
 
 
 class RedisStore:
@@ -58,11 +58,11 @@ class RedisStore:
         self._ids = itertools.count()
         self._stem = secrets.token_hex(8) + "-"
 
-    async def reserve(self, charges: Sequence[Charge]) -> Grant:
+    async def reserve(self, charges: Charges) -> Grant:
         """See ``StateStore.reserve``."""
         return await self.admit(charges, ())
 
-    async def adjust(self, charges: Sequence[Charge]) -> None:
+    async def adjust(self, charges: Charges) -> None:
         """See ``StateStore.adjust``."""
         await self.settle(charges, ())
 
@@ -71,7 +71,7 @@ class RedisStore:
         grant = await self.admit((), (Lease(name, limit, ttl_s),))
         return grant.lease_ids[0] if grant.allowed else None
 
-    async def admit(self, charges: Sequence[Charge], leases: Sequence[Lease]) -> Grant:
+    async def admit(self, charges: Charges, leases: Sequence[Lease]) -> Grant:
         """See ``StateStore.admit``: one EVALSHA (batched); a lease id is this store's 64
         random bits and a count (unique across replicas)."""
         if not charges and not leases:
@@ -87,14 +87,14 @@ class RedisStore:
         except (RedisError, OSError, TimeoutError) as exc:
             raise unavailable(exc, self._timeout, "the Redis state store") from exc
         denied, retry = int(out[0]), out[1]
-        levels = tuple([Level(float(out[i]), float(out[i + 1])) for i in range(2, len(out), 2)])
+        levels = tuple([float(x) for x in out[2:]])
         if denied == 0:
             return Grant(True, levels, lease_ids=ids)
         if denied > len(charges):
             return Grant(False, levels, full=denied - 1 - len(charges))
         return Grant(False, levels, denied - 1, float(retry) if retry else None)
 
-    async def settle(self, charges: Sequence[Charge], held: Sequence[tuple[str, str]]) -> None:
+    async def settle(self, charges: Charges, held: Sequence[tuple[str, str]]) -> None:
         """See ``StateStore.settle``: one EVALSHA (batched; nothing when there is nothing
         to do), queued without waiting for its reply: Redis runs it before any later call
         of this store; a failed one is counted in ``lost`` (its state lapses by TTL)."""
@@ -123,9 +123,9 @@ class RedisStore:
         await self.batcher.close()
         await self._redis.aclose()
 
-    def _keys(self, charges: Sequence[Charge], leases: Iterable[str]) -> list[str]:
+    def _keys(self, charges: Charges, leases: Iterable[str]) -> list[str]:
         prefix = self._prefix
-        return [prefix + c.limit.name for c in charges] + [prefix + name for name in leases]
+        return [prefix + limit.name for limit, _ in charges] + [prefix + n for n in leases]
 
     def _now(self) -> str:
         return "" if self._clock is None else repr(float(self._clock()))
@@ -154,17 +154,16 @@ def unavailable(exc: BaseException, timeout_s: float, what: str) -> StateUnavail
                             f"{type(exc).__name__}: {_redact(str(exc))}")
 
 
-def _args(charges: Sequence[Charge]) -> list[str | float]:
+def _args(charges: Charges) -> list[str | float]:
     """Four ARGV per charge: kind, cost, capacity or limit, period or TTL (floats: hiredis
     writes them as ``repr`` does, exactly)."""
     out: list[str | float] = []
-    for c in charges:
-        limit = c.limit
+    for limit, cost in charges:
         if isinstance(limit, Bucket):
-            out += ("b", float(c.cost), float(limit.capacity), float(limit.period_s))
+            out += ("b", float(cost), float(limit.capacity), float(limit.period_s))
         else:
             assert isinstance(limit, Counter)
-            out += ("c", float(c.cost), float(limit.limit), float(limit.ttl_s))
+            out += ("c", float(cost), float(limit.limit), float(limit.ttl_s))
     return out
 
 

@@ -41,3 +41,31 @@ async def test_lookups_are_cached_shared_and_expire(tmp_path):
     await auth.authenticate(None, secret)
     assert reads == 3
     store.close()
+
+
+async def test_a_full_cache_drops_the_expired_then_the_oldest(tmp_path):
+    store = KeyStore(str(tmp_path / "k.db"))
+    await store.put_tenant(Tenant("t"))
+    secrets = [(await issue_key(store, "t", 0.0))[0] for _ in range(3)]
+    reads = []
+    find = store.find
+
+    async def counted(d):
+        reads.append(d)
+        return await find(d)
+
+    store.find = counted  # type: ignore[method-assign]
+    clock = FakeClock()
+    auth = Authenticator(store, 5.0, 2, clock, lambda: 100.0)
+    await auth.authenticate(None, secrets[0])
+    clock.advance(5.0)  # the first lookup expires
+    await auth.authenticate(None, secrets[1])
+    await auth.authenticate(None, secrets[2])  # full: the expired one goes
+    await auth.authenticate(None, secrets[1])
+    assert len(reads) == 3
+    await auth.authenticate(None, secrets[0])  # full again: the oldest (secrets[1]) goes
+    await auth.authenticate(None, secrets[2])
+    assert len(reads) == 4
+    await auth.authenticate(None, secrets[1])
+    assert len(reads) == 5
+    store.close()
