@@ -16,7 +16,7 @@ rendered by orjson) in one call: ~31k with the fields' dict and the check (~15k 
 ``structlog.testing.capture_logs``) gets the line through structlog.
 
 Buffering (as nginx's ``access_log … buffer= flush=``): with the JSON chain on a stderr that
-has a file descriptor, every log line — structlog's, the stdlib ``logging`` module's and the
+has a file descriptor, every log line — structlog's, the root logger's handler's and the
 request lines — goes through one ``io.BufferedWriter`` of ``HOLD_BYTES`` over that
 descriptor (``held_stream``). Other lines are flushed as they are written (with the request
 lines held before them, in order, in one ``write``); request lines are held: the buffer goes
@@ -27,9 +27,10 @@ shutdown (``Observer.close``; the ``logging`` module's exit hook flushes too). S
 system call per request becomes one per ~10 lines at load, one per ``FLUSH_S`` when idle.
 A crash that skips both (SIGKILL, a fault in C code) loses the held lines: at most
 ``HOLD_BYTES`` bytes, at most the last ``FLUSH_S`` of request lines. Anything written to
-``sys.stderr`` other than through logging (``print``, a traceback) is not held back and may
-land before request lines that were still held. Without a file descriptor (a test's
-captured stderr) each line is flushed as it is written, as before.
+``sys.stderr`` by other means (``print``, a traceback, a logger with a handler of its own
+such as uvicorn's) is not held back and may land before request lines that were still
+held. Without a file descriptor (a test's captured stderr), or outside a running event
+loop, each line is flushed as it is written, as before.
 """
 
 from __future__ import annotations
