@@ -29,7 +29,8 @@ import orjson
 
 GENESIS = "0" * 64
 ROWS_PER_INSERT = 64
-"""Rows per ``INSERT`` statement (5 bound values each; SQLite allows 32766 a statement)."""
+"""Rows per ``INSERT`` statement (5 values a row: 320 bound values, within the 999 that even
+old SQLite builds allow)."""
 SCHEMA = """CREATE TABLE IF NOT EXISTS audit (
     seq INTEGER PRIMARY KEY, at REAL NOT NULL, request_id TEXT NOT NULL,
     record TEXT NOT NULL, hash TEXT NOT NULL);
