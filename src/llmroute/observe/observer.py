@@ -110,8 +110,11 @@ class Observer:
         return trace
 
     async def close(self) -> None:
-        """Write what the audit and the trace store have queued and export the spans
-        still queued; close them."""
+        """Write the request log lines still held (``observe/logging.py``) and what the
+        audit and the trace store have queued, export the spans still queued; close them."""
+        lines = direct_lines()
+        if lines is not None:
+            lines.flush()
         for part in (self.audit, self.store, self.otlp):
             if part is not None:
                 await part.close()

@@ -172,6 +172,24 @@ def test_owned_records_chain_as_copied_ones(tmp_path):
     assert rows[0] == rows[1]
 
 
+def test_a_batch_longer_than_one_insert_chains_in_order(tmp_path):
+    """Rows go in ``ROWS_PER_INSERT`` to a statement; a batch of several statements (and
+    a short last one) is one unbroken chain, each row's columns its own record's."""
+    conn = audit_chain.connect(str(tmp_path / "a.sqlite3"))
+    n = audit_chain.ROWS_PER_INSERT * 2 + 3
+    seq, last = audit_chain.append(conn, [{"at": float(t), "request_id": f"r{t}"}
+                                          for t in range(n)])
+    assert seq == n and audit_chain.verify(conn).ok and audit_chain.verify(conn).checked == n
+    rows = conn.execute("SELECT seq, at, request_id, record, hash FROM audit ORDER BY seq"
+                        ).fetchall()
+    assert [(s, a, r) for s, a, r, _, _ in rows] == [
+        (t + 1, float(t), f"r{t}") for t in range(n)]
+    assert all(audit_chain.digest(text.encode()) == h for *_, text, h in rows)
+    assert rows[-1][4] == last
+    assert audit_chain.append(conn, [{"at": 1e3, "request_id": "next"}])[0] == n + 1
+    assert audit_chain.verify(conn).ok
+
+
 def test_query_filters_by_time_backend_strategy_and_tenant(tmp_path):
     conn = audit_chain.connect(str(tmp_path / "a.sqlite3"))
     audit_chain.append(conn, [

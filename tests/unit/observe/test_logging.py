@@ -1,11 +1,16 @@
 """The JSON log chain's direct request line: the bytes structlog's chain writes for
-``log.info(event, **fields)``, used only while that chain (and its level) is in effect."""
+``log.info(event, **fields)``, used only while that chain (and its level) is in effect;
+request lines held in the shared buffer and written in order with every other line."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
+import os
 import re
+import subprocess
+import sys
 
 import orjson
 import pytest
@@ -14,7 +19,7 @@ from fakes.router import make_config, open_router
 from fakes.upstream import serve_upstream
 from structlog.testing import capture_logs
 
-from llmroute.observe.logging import configure_logging, direct_lines
+from llmroute.observe.logging import FLUSH_S, HOLD_BYTES, configure_logging, direct_lines
 
 STAMP = re.compile(rb'"timestamp":"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?Z"')
 
@@ -73,3 +78,81 @@ async def test_a_served_request_writes_one_json_line_directly(restored, capsysbi
     assert line["request_id"] == "j1" and line["backend"] == "a" and line["status"] == 200
     assert line["level"] == "info" and list(line)[-3:] == ["event", "level", "timestamp"]
     assert "secret" not in str(line)
+
+
+async def test_request_lines_are_held_and_written_before_any_other_line(restored, capfd):
+    configure_logging("info", json=True)  # capfd's stderr has a descriptor: lines are held
+    lines = direct_lines()
+    lines.info("request", {"request_id": "r1"})
+    lines.info("request", {"request_id": "r2"})
+    assert capfd.readouterr().err == ""
+    structlog.get_logger("x").warning("other")  # written after the held lines, in order
+    lines.info("request", {"request_id": "r3"})
+    out = [orjson.loads(x) for x in capfd.readouterr().err.splitlines()]
+    assert [x.get("request_id", x["event"]) for x in out] == ["r1", "r2", "other"]
+    await asyncio.sleep(FLUSH_S * 3)  # the loop's timer writes r3
+    assert [orjson.loads(x)["request_id"] for x in capfd.readouterr().err.splitlines()] \
+        == ["r3"]
+    lines.info("request", {"request_id": "r4"})
+    lines.flush()  # as Observer.close does at shutdown
+    assert '"r4"' in capfd.readouterr().err
+
+
+def test_without_a_running_loop_each_line_is_written_at_once(restored, capfd):
+    configure_logging("info", json=True)
+    direct_lines().info("request", {"request_id": "r1"})
+    assert '"r1"' in capfd.readouterr().err
+
+
+async def test_held_lines_go_out_whole_when_the_buffer_fills(restored, capfd):
+    configure_logging("info", json=True)
+    lines = direct_lines()
+    line = {"request_id": "r", "pad": "x" * 200}
+    n = HOLD_BYTES // 200 + 5  # more than the buffer holds
+    for i in range(n):
+        lines.info("request", {**line, "request_id": f"r{i}"})
+    written = capfd.readouterr().err
+    assert 0 < len(written) <= HOLD_BYTES and written.endswith("\n")  # whole lines only
+    lines.flush()
+    every = (written + capfd.readouterr().err).splitlines()
+    assert [orjson.loads(x)["request_id"] for x in every] == [f"r{i}" for i in range(n)]
+
+
+def test_stdlib_and_structlog_lines_keep_their_place_among_held_request_lines(tmp_path):
+    """A fresh process: request lines held in the buffer, a structlog and a stdlib logging
+    line in between, no explicit flush — every line is in the file, in order, at exit."""
+    script = (
+        "import asyncio, logging, structlog\n"
+        "from llmroute.observe.logging import FLUSH_S, HOLD_BYTES, configure_logging, direct_lines\n"
+        "async def main():\n"
+        "    configure_logging('info', json=True)\n"
+        "    lines = direct_lines()\n"
+        "    for i in range(60):\n"
+        "        lines.info('request', {'request_id': f'r{i}'})\n"
+        "        if i == 30:\n"
+        "            structlog.get_logger('x').warning('structlog_line')\n"
+        "            logging.getLogger('std').warning('stdlib_line')\n"
+        "asyncio.run(main())\n")
+    err = tmp_path / "err"
+    with err.open("wb") as f:
+        subprocess.run([sys.executable, "-c", script], stderr=f, check=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    names = [x if not x.startswith("{") else orjson.loads(x).get("request_id",
+                                                                  orjson.loads(x)["event"])
+             for x in err.read_text().splitlines()]
+    assert names == [*(f"r{i}" for i in range(31)), "structlog_line", "stdlib_line",
+                     *(f"r{i}" for i in range(31, 60))]
+
+
+async def test_a_served_request_line_held_is_written_when_the_observer_closes(restored,
+                                                                             capfd):
+    configure_logging("info", json=True)
+    async with serve_upstream(["ok"]) as up, \
+            open_router(make_config([{"id": "a", "pool": "general",
+                                      "base_url": up.base_url}])) as (rt, client):
+        await client.post("/v1/chat/completions", headers={"x-request-id": "h1"}, json={
+            "model": "auto", "messages": [{"role": "user", "content": "hi"}]})
+        await rt.observer.close()  # the runtime's exit stack does this at shutdown
+    lines = [orjson.loads(x) for x in capfd.readouterr().err.splitlines()
+             if '"event":"request"' in x]
+    assert [x["request_id"] for x in lines] == ["h1"]
