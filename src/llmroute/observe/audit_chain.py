@@ -31,6 +31,8 @@ GENESIS = "0" * 64
 ROWS_PER_INSERT = 64
 """Rows per ``INSERT`` statement (5 values a row: 320 bound values, within the 999 that even
 old SQLite builds allow)."""
+BUSY_TIMEOUT_S = 10.0
+"""How long a writer waits for another process's write transaction on the same file (s)."""
 SCHEMA = """CREATE TABLE IF NOT EXISTS audit (
     seq INTEGER PRIMARY KEY, at REAL NOT NULL, request_id TEXT NOT NULL,
     record TEXT NOT NULL, hash TEXT NOT NULL);
@@ -52,7 +54,7 @@ def digest(data: bytes) -> str:
 
 def connect(path: str) -> sqlite3.Connection:
     """Open (creating) the audit database at ``path``. Raises sqlite3.Error."""
-    conn = sqlite3.connect(path, check_same_thread=False)
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.executescript(SCHEMA)
@@ -77,19 +79,23 @@ def append(conn: sqlite3.Connection, records: Iterable[dict[str, Any]], *,
     ``request_id``); returns the new ``(seq, hash)`` tail. ``owned``: the records are the
     caller's to change (each gets its ``prev`` key in place instead of in a copy). The rows
     go in ``ROWS_PER_INSERT`` at a time, one multi-row ``INSERT`` each (a third less of
-    SQLite's work per row than a statement per row). Raises sqlite3.Error."""
-    seq, prev = tail(conn)
-    values: list[Any] = []  # the rows' columns in a row, 5 a row
-    for rec in records:
-        if owned:
-            rec["prev"] = prev
-        else:
-            rec = {**rec, "prev": prev}
-        data = canonical(rec)
-        seq, prev = seq + 1, digest(data)
-        values += (seq, rec["at"], rec["request_id"], data.decode(), prev)
-    step = ROWS_PER_INSERT * 5
+    SQLite's work per row than a statement per row). The tail is read inside the write
+    transaction (``BEGIN IMMEDIATE``), so writers in several processes sharing one file
+    (``serve --workers``) take turns and each batch extends the chain the last one left,
+    waiting up to the connection's busy timeout. Raises sqlite3.Error."""
     with conn:
+        conn.execute("BEGIN IMMEDIATE")
+        seq, prev = tail(conn)
+        values: list[Any] = []  # the rows' columns in a row, 5 a row
+        for rec in records:
+            if owned:
+                rec["prev"] = prev
+            else:
+                rec = {**rec, "prev": prev}
+            data = canonical(rec)
+            seq, prev = seq + 1, digest(data)
+            values += (seq, rec["at"], rec["request_id"], data.decode(), prev)
+        step = ROWS_PER_INSERT * 5
         for i in range(0, len(values), step):
             chunk = values[i:i + step]
             conn.execute(_insert(len(chunk) // 5), chunk)

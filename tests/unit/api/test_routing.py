@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import uuid
 
 import httpx
 import pytest
@@ -60,6 +61,22 @@ async def test_generated_request_id_is_on_errors_too():
     async with open_router(cfg) as (_, client):
         r = await client.post(CHAT, json={**chat(), "model": "nope"})
     assert r.status_code == 404 and len(r.headers["x-request-id"]) == 32
+
+
+async def test_generated_request_ids_are_uuid7_in_arrival_order():
+    """Ids the router makes are UUIDv7 hex (RFC 9562): version 7, RFC variant, and their
+    text sorts as they were made (the audit's request_id index grows at one end)."""
+    cfg = make_config([{"id": "a", "pool": "general", "base_url": "http://127.0.0.1:9"}])
+    ids = []
+    async with open_router(cfg) as (_, client):
+        for _ in range(3):
+            r = await client.post(CHAT, json={**chat(), "model": "nope"})
+            ids.append(r.headers["x-request-id"])
+            await asyncio.sleep(0.002)
+    parsed = [uuid.UUID(hex=i) for i in ids]
+    assert [u.version for u in parsed] == [7] * 3
+    assert all(u.variant == uuid.RFC_4122 for u in parsed)
+    assert ids == sorted(ids) and len(set(ids)) == 3
 
 
 async def test_model_selects_pool_or_served_model():

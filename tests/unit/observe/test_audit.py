@@ -249,3 +249,27 @@ def test_a_killed_writer_leaves_a_verifiable_prefix(tmp_path):
     assert v.ok and v.checked >= 200 and v.checked % 50 == 0
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_writers_in_two_processes_share_one_chain(tmp_path):
+    """``serve --workers`` gives each worker its own audit writer on the same file: each
+    batch reads the tail inside its write transaction, so the two processes' batches
+    interleave into one intact chain and none is refused (read outside it, both would
+    claim the same ``seq`` and one batch would fail on the primary key)."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "a.sqlite3"
+    audit_chain.connect(str(path)).close()
+    script = ("import sys\nfrom llmroute.observe import audit_chain\n"
+              "conn = audit_chain.connect(sys.argv[1])\n"
+              "for i in range(200):\n"
+              "    audit_chain.append(conn, [{'at': float(i), 'request_id': f'{sys.argv[2]}{i}-{j}',"
+              " 'pad': 'x' * 200} for j in range(20)])\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(path), name], env=env,
+                              stderr=subprocess.PIPE, text=True) for name in ("a", "b")]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errors
+    v = verdict(path)
+    assert v.ok and v.checked == 2 * 200 * 20
