@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import structlog
 import uuid_utils
@@ -33,17 +34,25 @@ def request_id(request: Request) -> str:
     return rid if rid is not None else keep_request_id(scope, request.headers.get("x-request-id"))
 
 
+_KEPT_ID = re.compile(r"(?!\.\.?\Z)[^\x00-\x20\x7f-\U0010ffff/\\?#%]{1,128}\Z")
+"""A client id the router keeps: 1-128 visible ASCII characters, none of ``/ \\ ? # %``, not
+``.`` or ``..`` — one ``GET /trace/{id}`` can name, an engine's HTTP parser accepts and a log
+line shows as sent."""
+
+
 def keep_request_id(scope: Scope, given: str | None) -> str:
     """The request's id, kept in the ASGI ``scope`` (not request.state: its misses raise)
     so every answer names the same one: the one kept already, else the request's
-    ``x-request-id`` value ``given``, else (None or empty) a new UUIDv7 (RFC 9562 §5.7) as
+    ``x-request-id`` value ``given`` when ``_KEPT_ID`` matches it (a 10 kB or non-ASCII id
+    is not forwarded to the engines, echoed or logged), else a new UUIDv7 (RFC 9562 §5.7) as
     32 hex digits: 48 bits of Unix time in ms, then 74 random bits. Ids made here sort by
     arrival, so the decision audit's ``request_id`` index grows at its right edge instead of
-    rewriting a random page per record (``bench/observe_cost.py``); they are unique, not
+    rewriting a random page per record (a third of a record's insert cost); they are unique, not
     secret, and valid W3C trace ids."""
     rid = scope.get(_SCOPE_KEY)
     if rid is None:
-        rid = scope[_SCOPE_KEY] = given or uuid_utils.uuid7().hex
+        keep = given is not None and _KEPT_ID.match(given) is not None
+        rid = scope[_SCOPE_KEY] = given if keep else uuid_utils.uuid7().hex
     return rid
 
 

@@ -42,7 +42,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
                             help=f"a {many} the key may use (repeat; none: any)")
     create.add_argument("--priority", default="standard")
     create.add_argument("--role", default="inference", choices=ROLES, help="operator: also "
-                        "/debug/*, /metrics, traces and hand-offs (not key management)")
+                        "/debug/*, /metrics, traces and /admin/* (hand-offs, reload, "
+                        "key management)")
     create.add_argument("--expires-in-days", type=float)
     create.add_argument("--metadata", default="{}", help="a JSON object")
     _common(act.add_parser("list", help="every key record")).add_argument("--tenant")

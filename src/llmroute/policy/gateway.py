@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from llmroute.errors import AuthenticationFailed, PermissionDenied
 from llmroute.policy.auth import Authenticator, Caller
-from llmroute.policy.keys import presented_key, well_formed
+from llmroute.policy.keys import presented_key
 from llmroute.policy.keystore_redis import AnyKeyStore
 from llmroute.policy.limits import Limiter, Ticket
 from llmroute.state.protocol import StateStore
@@ -57,18 +57,17 @@ class Policy:
 
     async def require_operator(self, headers: Mapping[str, str]) -> str:
         """Who presents the admin key (``ADMIN``) or a usable key with the ``operator``
-        role (its id). Raises AuthenticationFailed (401) without a key or with an unknown,
-        revoked or expired one, PermissionDenied (403, ``admin_key_required``) with a key
+        role (its id). Raises AuthenticationFailed (401) without a key or with a malformed
+        (a wrong admin key included), unknown, revoked or expired one, PermissionDenied (403, ``admin_key_required``) with a key
         of another role."""
         secret = presented_key(headers.get("authorization"), headers.get("x-api-key"))
         if secret is None:
             raise AuthenticationFailed(OPERATOR_ONLY, code="missing_api_key")
         if self._is_admin(secret):  # compared in constant time, as digests
             return ADMIN
-        if well_formed(secret):
-            caller = await self.authenticate(headers)
-            if caller.key.role == "operator":
-                return caller.key.id
+        caller = await self.authenticate(headers)  # 401: malformed, unknown, revoked, expired
+        if caller.key.role == "operator":
+            return caller.key.id
         raise PermissionDenied(OPERATOR_ONLY, code="admin_key_required")
 
     def _is_admin(self, secret: str) -> bool:

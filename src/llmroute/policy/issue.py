@@ -24,7 +24,8 @@ async def issue_key(store: AnyKeyStore, tenant: str, now: float, **fields: Any
     secret (shown once, never stored) and the record. Raises InvalidRequest for an unknown
     tenant, role or field."""
     if await store.tenant(tenant) is None:
-        raise InvalidRequest(f"unknown tenant {tenant!r}", param="tenant")
+        raise InvalidRequest(f"unknown tenant {tenant!r}: create it first (llmroute tenants "
+                             f"create {tenant})", param="tenant")
     if fields.get("role", "inference") not in ROLES:
         raise InvalidRequest(f"unknown role {fields['role']!r}; use one of "
                              f"{', '.join(ROLES)}", param="role")

@@ -21,8 +21,8 @@ MAX_KEY_CHARS = 64
 """Presented keys longer than this are refused unread (a key is 35 characters)."""
 ROLES = ("inference", "operator")
 """What a key may do: ``inference`` the OpenAI endpoints only; ``operator`` also the operator
-surfaces (``/debug/*``, ``/metrics``, ``/trace``, the dashboard's data, the hand-off queue),
-but not key management or reload, which stay with the admin key (``api/admin.py``)."""
+surfaces (``/debug/*``, ``/metrics``, ``/trace``, the dashboard's data) and everything under
+``/admin/`` (the hand-off queue, reload, key management: ``api/admin.py``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -149,3 +149,19 @@ async def test_client_gone_while_sending_its_body_is_not_an_error():
         health = await client.get("/health")
     assert health.status_code == 200
     assert [e for e in logs if e["log_level"] in ("error", "critical")] == []
+
+
+@pytest.mark.parametrize("given", ["x" * 10_000, "a" * 129, "ÿþabc", "a b", "a/b", "..", ""])
+async def test_a_client_request_id_unfit_to_forward_is_replaced(given):
+    """A client id that is too long (> 128 characters), not visible ASCII, or holds path
+    characters is neither forwarded to the engine nor echoed: the request gets an id of its
+    own; a fit one (128 characters, say) is kept as sent."""
+    async with serve_upstream(["ok", "ok"]) as up:
+        cfg = make_config([{"id": "a", "pool": "general", "base_url": up.base_url}])
+        async with open_router(cfg) as (_, client):
+            r = await client.post(CHAT, json=chat(), headers={
+                "x-request-id": given.encode("latin-1")})
+            kept = await client.post(CHAT, json=chat(), headers={"x-request-id": "k" * 128})
+    assert r.status_code == 200 and uuid.UUID(hex=r.headers["x-request-id"]).version == 7
+    assert kept.headers["x-request-id"] == "k" * 128
+    assert up.headers[0]["x-request-id"] == r.headers["x-request-id"]  # the new one
