@@ -64,13 +64,22 @@ def test_other_configurations_log_through_structlog(restored):
     assert direct_lines() is None
 
 
-async def test_a_served_request_writes_one_json_line_directly(restored, capsysbinary):
-    configure_logging("info", json=True)
+async def serve_one(request_id: str, content: str, close: bool = False) -> None:
+    """One chat request through a router over a scripted upstream; ``close``: the observer
+    is closed before the router stops (as the runtime's exit stack does at shutdown)."""
     async with serve_upstream(["ok"]) as up, \
             open_router(make_config([{"id": "a", "pool": "general",
-                                      "base_url": up.base_url}])) as (_, client):
-        await client.post("/v1/chat/completions", headers={"x-request-id": "j1"}, json={
-            "model": "auto", "messages": [{"role": "user", "content": "secret words"}]})
+                                      "base_url": up.base_url}])) as (rt, client):
+        await client.post("/v1/chat/completions", headers={"x-request-id": request_id},
+                          json={"model": "auto",
+                                "messages": [{"role": "user", "content": content}]})
+        if close:
+            await rt.observer.close()
+
+
+async def test_a_served_request_writes_one_json_line_directly(restored, capsysbinary):
+    configure_logging("info", json=True)
+    await serve_one("j1", "secret words")
     lines = [orjson.loads(x) for x in capsysbinary.readouterr().err.splitlines()
              if b'"event":"request"' in x]
     assert len(lines) == 1
@@ -147,12 +156,7 @@ def test_stdlib_and_structlog_lines_keep_their_place_among_held_request_lines(tm
 async def test_a_served_request_line_held_is_written_when_the_observer_closes(restored,
                                                                              capfd):
     configure_logging("info", json=True)
-    async with serve_upstream(["ok"]) as up, \
-            open_router(make_config([{"id": "a", "pool": "general",
-                                      "base_url": up.base_url}])) as (rt, client):
-        await client.post("/v1/chat/completions", headers={"x-request-id": "h1"}, json={
-            "model": "auto", "messages": [{"role": "user", "content": "hi"}]})
-        await rt.observer.close()  # the runtime's exit stack does this at shutdown
+    await serve_one("h1", "hi", close=True)
     lines = [orjson.loads(x) for x in capfd.readouterr().err.splitlines()
              if '"event":"request"' in x]
     assert [x["request_id"] for x in lines] == ["h1"]
