@@ -106,7 +106,7 @@ async def stream_seconds(matcher: Matcher | None, items: list[bytes]) -> float:
     src: AsyncIterator[bytes] = Replay(items)
     if matcher is not None:
         src = filter_sse(src, TextScan(matcher, Normalizer(), "output"), "chat",
-                         lambda hits: None)
+                         lambda hits: None, lambda text: None)
     async for _ in src:
         pass
     return time.perf_counter() - t0

@@ -268,6 +268,11 @@ class Recorder:
         self.answer = text
         self.answered(terminal)
 
+    def filtered(self, text: str) -> None:
+        """The streamed answer ``text`` as the output filter let it out (replaces the
+        relay's unfiltered text)."""
+        self.answer = text
+
     def fail(self, status: int, error: str) -> None:
         """The request ended in an error answer with HTTP ``status``."""
         self.status = status

@@ -119,13 +119,15 @@ class ContentFilter:
     def stream(self, request: ChatRequest, stream: AsyncIterator[bytes], trace: Recorder
                ) -> AsyncIterator[bytes]:
         """``stream`` (the relay's SSE bytes) with its text filtered as it passes
-        (``policy/filter_stream.py``); ``stream`` itself when no list applies to output."""
+        (``policy/filter_stream.py``; the trace's answer becomes the text let out, so the
+        log line and the audit's digest hold what the client got); ``stream`` itself when
+        no list applies to output."""
         matcher = self.matcher
         if not matcher.longest["output"]:
             return stream
         scan = TextScan(matcher, self.normalizer, "output")
         return filter_sse(stream, scan, request.endpoint,
-                          lambda hits: self.record(hits, "output", trace))
+                          lambda hits: self.record(hits, "output", trace), trace.filtered)
 
     def record(self, hits: Iterable[Hit], direction: str, trace: Recorder) -> None:
         """Count, log and trace each of ``hits`` (list and action; never the text)."""

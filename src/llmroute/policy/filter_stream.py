@@ -27,9 +27,12 @@ DONE = b"data: [DONE]\n\n"
 
 
 async def filter_sse(stream: AsyncIterator[bytes], scan: TextScan, endpoint: str,
-                     on_hits: Callable[[list[Hit]], None]) -> AsyncIterator[bytes]:
+                     on_hits: Callable[[list[Hit]], None],
+                     on_end: Callable[[str], None]) -> AsyncIterator[bytes]:
     """``stream``'s SSE events with their text filtered by ``scan`` (module docstring);
-    ``on_hits`` gets each step's settled matches. Closing it closes ``stream``."""
+    ``on_hits`` gets each step's settled matches, ``on_end`` the text let out, once the
+    stream ends or is closed (what the client got: masked, cut at a block). Closing it
+    closes ``stream``."""
     out = _Rewriter(scan, endpoint, on_hits)
     try:
         async for data in stream:
@@ -42,17 +45,20 @@ async def filter_sse(stream: AsyncIterator[bytes], scan: TextScan, endpoint: str
         if tail:
             yield tail
     finally:
+        on_end("".join(out.sent))
         await stream.aclose()  # type: ignore[attr-defined]
 
 
 class _Rewriter:
-    """Rewrites one stream's events (``event`` takes one event without its blank line)."""
+    """Rewrites one stream's events (``event`` takes one event without its blank line);
+    ``sent``: the pieces of text let out so far."""
 
-    __slots__ = ("_scan", "_chat", "_on_hits", "_last")
+    __slots__ = ("_scan", "_chat", "_on_hits", "_last", "sent")
 
     def __init__(self, scan: TextScan, endpoint: str, on_hits: Callable[[list[Hit]], None]):
         self._scan, self._chat, self._on_hits = scan, endpoint == "chat", on_hits
         self._last: dict[str, Any] | None = None  # the last chunk seen (id, model, …)
+        self.sent: list[str] = []
 
     def event(self, event: bytes) -> bytes:
         """One event (``data: …``) as SSE bytes to send: rewritten, passed or dropped."""
@@ -94,6 +100,8 @@ class _Rewriter:
         step = self._scan.feed(text, final)
         if step.hits:
             self._on_hits(step.hits)
+        if step.text:  # every step's text goes out (event, release)
+            self.sent.append(step.text)
         return step
 
     def _chunk(self, text: str | None, finish: str | None = None) -> bytes:

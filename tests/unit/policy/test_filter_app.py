@@ -208,3 +208,25 @@ async def test_the_watcher_reloads_a_changed_list(tmp_path):
         assert filt.status.outcome == "applied"
         r = await client.post("/v1/chat/completions", json=chat("hello"))
         assert r.status_code == 400
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+@pytest.mark.parametrize(("action", "got"), [("mask", "Hello from the ***********."),
+                                             ("block", "Hello from the ")])
+async def test_the_logged_answer_is_the_one_the_client_got(tmp_path, stream, action, got):
+    """With ``log_prompts`` on, the request's log line (and so the audit's answer digest,
+    taken from the same trace) holds the answer after the output filter, not the engine's."""
+    from structlog.testing import capture_logs
+
+    (tmp_path / "w.txt").write_text("fake engine\n", encoding="utf-8")
+    lists = [{"name": "w", "path": str(tmp_path / "w.txt"), "action": action}]
+    async with serve_upstream(["ok"], reply=REPLY) as up:
+        config = make_config([{"id": "a", "pool": "general", "base_url": up.base_url}],
+                             content_filter={"lists": lists}, observe={"log_prompts": True})
+        with capture_logs() as logs:
+            async with open_router(config) as (_, client):
+                r = await client.post("/v1/chat/completions", json=chat("hi", stream))
+    text = streamed(r)[0] if stream else r.json()["choices"][0]["message"]["content"]
+    assert text == got
+    line = next(e for e in logs if e["event"] == "request")
+    assert line["answer"] == got

@@ -60,8 +60,9 @@ async def run(pieces: list[str], action: str, chat: bool = True, batch: int = 1,
     seen: list[Hit] = []
     scan = TextScan(_matcher(action), Normalizer(), "output")
     out = b""
+    ended: list[str] = []
     gen: AsyncIterator[bytes] = filter_sse(up, scan, "chat" if chat else "completions",
-                                           seen.extend)
+                                           seen.extend, ended.append)
     async for data in gen:
         out += data
     text, finishes, raw = "", [], []
@@ -74,6 +75,7 @@ async def run(pieces: list[str], action: str, chat: bool = True, batch: int = 1,
         c = json.loads(event[6:])["choices"][0]
         text += (c["delta"].get("content") if chat else c["text"]) or ""
         finishes.append(c["finish_reason"])
+    assert ended == [text]  # the trace's answer is the text the client got
     return text, [f for f in finishes if f], raw, up, seen
 
 
@@ -115,7 +117,8 @@ async def test_events_without_text_pass_unchanged():
     up = Upstream([role, chunk("ba"), chunk("d!"), chunk(None, "stop"), usage,
                    b"data: [DONE]\n\n"])
     scan = TextScan(_matcher("mask"), Normalizer(), "output")
-    out = b"".join([d async for d in filter_sse(up, scan, "chat", lambda hits: None)])
+    out = b"".join([d async for d in filter_sse(up, scan, "chat", lambda hits: None,
+                                                      lambda text: None)])
     assert out.startswith(role) and usage in out and out.endswith(b"data: [DONE]\n\n")
     assert b'"content":"***!"' in out
 
@@ -123,7 +126,8 @@ async def test_events_without_text_pass_unchanged():
 async def test_text_still_held_when_the_stream_breaks_goes_out():
     up = Upstream([chunk("all goo"), chunk("d b")])  # no finish, no [DONE]
     scan = TextScan(_matcher("mask"), Normalizer(), "output")
-    out = b"".join([d async for d in filter_sse(up, scan, "chat", lambda hits: None)])
+    out = b"".join([d async for d in filter_sse(up, scan, "chat", lambda hits: None,
+                                                      lambda text: None)])
     text = "".join(json.loads(e[6:])["choices"][0]["delta"].get("content", "")
                    for e in out.split(b"\n\n") if e)
     assert text == "all good b"
