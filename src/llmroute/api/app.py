@@ -165,8 +165,11 @@ def _routes(hot: dict[str, Exchange]) -> list[Route]:
 
 
 async def models(request: Request) -> Response:
-    """``GET /v1/models``: ``auto``, every pool, and every served model name."""
+    """``GET /v1/models``: ``auto``, every pool, and every served model name. With auth on
+    it needs a usable key, as the OpenAI endpoints do. Raises AuthenticationFailed (401)."""
     rt: Runtime = request.app.state.runtime
+    if rt.policy is not None:
+        await rt.policy.authenticate(request.headers)
     names = ["auto", *dict.fromkeys(b.pool for b in rt.backends.values()),
              *dict.fromkeys(b.model for b in rt.backends.values())]
     created = int(time.time())

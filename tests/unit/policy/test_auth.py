@@ -114,3 +114,14 @@ async def test_a_revocation_through_the_admin_api_takes_effect_at_once(gated):
     assert after.status_code == 401 and again.status_code == 404
     assert bad.status_code == 400
 
+
+
+async def test_the_model_list_needs_a_key_too(gated):
+    async with gated() as g:
+        user, _ = await g.issue()
+        none = await g.client.get("/v1/models")
+        wrong = await g.client.get("/v1/models", headers=bearer("lr-" + "A" * 32))
+        good = await g.client.get("/v1/models", headers=bearer(user))
+    assert (none.status_code, none.json()["error"]["code"]) == (401, "missing_api_key")
+    assert (wrong.status_code, wrong.json()["error"]["code"]) == (401, "invalid_api_key")
+    assert good.status_code == 200 and "auto" in [m["id"] for m in good.json()["data"]]
