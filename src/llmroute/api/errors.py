@@ -46,9 +46,9 @@ def keep_request_id(scope: Scope, given: str | None) -> str:
     ``x-request-id`` value ``given`` when ``_KEPT_ID`` matches it (a 10 kB or non-ASCII id
     is not forwarded to the engines, echoed or logged), else a new UUIDv7 (RFC 9562 §5.7) as
     32 hex digits: 48 bits of Unix time in ms, then 74 random bits. Ids made here sort by
-    arrival, so the decision audit's ``request_id`` index grows at its right edge instead of
-    rewriting a random page per record (a third of a record's insert cost); they are unique, not
-    secret, and valid W3C trace ids."""
+    arrival, so the decision audit's ``request_id`` index grows at its right edge instead
+    of rewriting a random page per record (a third of a record's insert cost); they are
+    unique, not secret, and valid W3C trace ids."""
     rid = scope.get(_SCOPE_KEY)
     if rid is None:
         keep = given is not None and _KEPT_ID.match(given) is not None

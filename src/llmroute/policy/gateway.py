@@ -58,8 +58,8 @@ class Policy:
     async def require_operator(self, headers: Mapping[str, str]) -> str:
         """Who presents the admin key (``ADMIN``) or a usable key with the ``operator``
         role (its id). Raises AuthenticationFailed (401) without a key or with a malformed
-        (a wrong admin key included), unknown, revoked or expired one, PermissionDenied (403, ``admin_key_required``) with a key
-        of another role."""
+        (a wrong admin key included), unknown, revoked or expired one, PermissionDenied
+        (403, ``admin_key_required``) with a key of another role."""
         secret = presented_key(headers.get("authorization"), headers.get("x-api-key"))
         if secret is None:
             raise AuthenticationFailed(OPERATOR_ONLY, code="missing_api_key")
