@@ -91,16 +91,9 @@ def _from_trace(trace: Trace, prompt: str | None, answer: str | None, router: st
     """``audit_record(trace, router=…, config_sha256=…, prompt_sha256=…, answer_sha256=…)``
     with the digests of ``prompt`` and ``answer``, built without the keyword round trip
     (this runs once per request in the writer thread)."""
-    rec = _decision(trace)
-    if router is not None:
-        rec["router"] = router
-    if config_sha256 is not None:
-        rec["config_sha256"] = config_sha256
-    if prompt is not None:
-        rec["prompt_sha256"] = hashlib.sha256(prompt.encode()).hexdigest()
-    if answer is not None:
-        rec["answer_sha256"] = hashlib.sha256(answer.encode()).hexdigest()
-    return rec
+    return _provenance(_decision(trace), (
+        ("router", router), ("config_sha256", config_sha256),
+        ("prompt_sha256", sha256_text(prompt)), ("answer_sha256", sha256_text(answer))))
 
 
 def audit_record(trace: Trace, **provenance: str | None) -> dict[str, Any]:

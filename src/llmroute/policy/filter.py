@@ -143,8 +143,8 @@ class ContentFilter:
         """Whether no list entry occurs in any of ``texts`` (normalised): then nothing is
         masked, blocked or recorded, and the texts pass as they are."""
         normalize = self.normalizer.normalize
-        for text in texts:  # (ASCII, the common case, normalises to its lower case)
-            if not matcher.clean(text.lower() if text.isascii() else normalize(text)[0]):
+        for text in texts:
+            if not matcher.clean(normalize(text)[0]):
                 return False
         return True
 
