@@ -1,8 +1,8 @@
 """Authenticate a request: the presented key → its record and tenant, or a 401.
 
-Lookups go to the key store once per key per ``cache_ttl_s`` (a dict of lookups with their
-expiry, at most ``cache_size`` entries — past it the expired go, then the oldest — keyed by
-the key's digest, never the key); concurrent first requests with one key share one lookup.
+Lookups go to the key store once per key per ``cache_ttl_s`` (``cachetools.TTLCache``, at
+most ``cache_size`` entries — past it the expired go, then the least recently used — keyed
+by the key's digest, never the key); concurrent first requests with one key share one lookup.
 Unknown keys are cached too, so a client retrying a bad key does not reach the disk per
 request. Revocation and expiry are read from the cached record: a revoked key stops working
 within ``cache_ttl_s``.
@@ -15,6 +15,8 @@ import hmac
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from cachetools import TTLCache
 
 from llmroute.errors import AuthenticationFailed, PermissionDenied, StateUnavailable
 from llmroute.policy.keys import ApiKey, Tenant, digest, presented_key, well_formed
@@ -58,8 +60,8 @@ class Authenticator:
     def __init__(self, store: AnyKeyStore, ttl_s: float, size: int, clock: Callable[[], float],
                  wall_clock: Callable[[], float]):
         self._store = store
-        self._wall, self._clock, self._ttl, self._size = wall_clock, clock, ttl_s, size
-        self._cache: dict[str, tuple[float, asyncio.Future[_Found]]] = {}  # → (until, lookup)
+        self._wall = wall_clock
+        self._cache: TTLCache[str, asyncio.Future[_Found]] = TTLCache(size, ttl_s, clock)
 
     async def authenticate(self, authorization: str | None, x_api_key: str | None) -> Caller:
         """The caller presenting these header values. Raises AuthenticationFailed (401) for
@@ -93,13 +95,10 @@ class Authenticator:
     async def _lookup(self, key_digest: str) -> _Found:
         """The cached lookup of ``key_digest`` (started now when not cached, or expired);
         a lookup already done is read without waiting on it."""
-        now = self._clock()
-        cached = self._cache.get(key_digest)
-        if cached is not None and now < cached[0]:
-            pending = cached[1]
-        else:
-            pending = asyncio.ensure_future(self._load(key_digest))
-            self._keep(key_digest, pending, now)
+        try:
+            pending = self._cache[key_digest]
+        except KeyError:
+            pending = self._cache[key_digest] = asyncio.ensure_future(self._load(key_digest))
         try:
             if pending.done():
                 return pending.result()
@@ -107,18 +106,6 @@ class Authenticator:
         except Exception:
             self._cache.pop(key_digest, None)  # a failed lookup is not cached
             raise
-
-    def _keep(self, key_digest: str, pending: asyncio.Future[_Found], now: float) -> None:
-        """Cache ``pending`` for ``cache_ttl_s`` from ``now`` (monotonic s); a full cache
-        drops its expired lookups first, then the oldest."""
-        cache = self._cache
-        cache.pop(key_digest, None)
-        if len(cache) >= self._size:
-            for stale in [d for d, (until, _) in cache.items() if until <= now]:
-                del cache[stale]
-            while len(cache) >= self._size:
-                del cache[next(iter(cache))]
-        cache[key_digest] = (now + self._ttl, pending)
 
     async def _load(self, key_digest: str) -> _Found:
         try:

@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from cachetools import LRUCache
+
 from llmroute.config_policy import LimitsConfig
 from llmroute.errors import RateLimited
 from llmroute.policy.auth import Caller
@@ -28,7 +30,8 @@ from llmroute.state.protocol import Bucket, Charges, Counter, Grant, Lease, Stat
 from llmroute.types import ChatRequest
 
 PLANS = 4096
-"""Callers (key, tenant) whose limit objects are kept built; past it the oldest built goes."""
+"""Callers (key, tenant) whose limit objects are kept built; past it the least recently
+used goes."""
 _WHAT = {"rpm": "requests per minute", "tpm": "tokens per minute",
          "daily_tokens": "daily token quota", "monthly_tokens": "monthly token quota"}
 
@@ -66,7 +69,7 @@ class Limiter:
     def __init__(self, store: StateStore, config: LimitsConfig,
                  wall_clock: Callable[[], float]):
         self._store, self._config, self._wall = store, config, wall_clock
-        self._plans: dict[tuple[str, str], _Plan] = {}
+        self._plans: LRUCache[tuple[str, str], _Plan] = LRUCache(PLANS)
         self._periods = _Periods()
 
     async def admit(self, caller: Caller, request: ChatRequest) -> Ticket:
@@ -93,10 +96,7 @@ class Limiter:
         ids = (key.id, tenant.id)
         plan = self._plans.get(ids)
         if plan is None or not plan.made_for(key.limits, tenant.limits):
-            plan = _build_plan(caller, self._config.lease_ttl_s)
-            if ids not in self._plans and len(self._plans) >= PLANS:
-                del self._plans[next(iter(self._plans))]
-            self._plans[ids] = plan
+            plan = self._plans[ids] = _build_plan(caller, self._config.lease_ttl_s)
         return plan
 
     def _charges(self, plan: _Plan, cost: int) -> list[tuple[Bucket | Counter, int]]:

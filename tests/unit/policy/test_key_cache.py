@@ -43,7 +43,7 @@ async def test_lookups_are_cached_shared_and_expire(tmp_path):
     store.close()
 
 
-async def test_a_full_cache_drops_the_expired_then_the_oldest(tmp_path):
+async def test_a_full_cache_drops_the_expired_then_the_least_recently_used(tmp_path):
     store = KeyStore(str(tmp_path / "k.db"))
     await store.put_tenant(Tenant("t"))
     secrets = [(await issue_key(store, "t", 0.0))[0] for _ in range(3)]
@@ -63,9 +63,9 @@ async def test_a_full_cache_drops_the_expired_then_the_oldest(tmp_path):
     await auth.authenticate(None, secrets[2])  # full: the expired one goes
     await auth.authenticate(None, secrets[1])
     assert len(reads) == 3
-    await auth.authenticate(None, secrets[0])  # full again: the oldest (secrets[1]) goes
-    await auth.authenticate(None, secrets[2])
-    assert len(reads) == 4
+    await auth.authenticate(None, secrets[0])  # full again: secrets[2], used least lately, goes
     await auth.authenticate(None, secrets[1])
+    assert len(reads) == 4
+    await auth.authenticate(None, secrets[2])
     assert len(reads) == 5
     store.close()
