@@ -91,26 +91,13 @@ class MemoryStore:
         return Grant(True, _take(charges, states, now), None, 0.0, tuple(ids))
 
     def _live(self, charges: Charges, now: float) -> tuple[list[list[float]], int | None]:
-        """Each charge's live state (as ``_state``, inlined: this runs per request) and the
-        index of the first charge that does not fit (None: all fit)."""
-        buckets, counters = self._buckets, self._counters
+        """Each charge's live state (``_state``) and the index of the first charge that
+        does not fit (None: all fit)."""
         states: list[list[float]] = []
         refused = None
         for limit, cost in charges:
-            if type(limit) is Counter:
-                s = counters.get(limit.name)
-                if s is None or s[1] <= now:
-                    s = counters[limit.name] = [0.0, now + limit.ttl_s]
-                fits = s[0] + cost <= limit.limit
-            else:
-                s = buckets.get(limit.name)
-                cap = limit.capacity
-                if s is None:
-                    s = buckets[limit.name] = [cap, now, cap, limit.rate]
-                else:
-                    level = s[0] + (now - s[1]) * cap / limit.period_s
-                    s[0], s[1], s[2], s[3] = level if level < cap else cap, now, cap, limit.rate
-                fits = s[0] + EPS >= cost
+            s = self._state(limit, now)
+            fits = s[0] + cost <= limit.limit if type(limit) is Counter else s[0] + EPS >= cost
             if not fits and refused is None:
                 refused = len(states)
             states.append(s)
@@ -198,15 +185,7 @@ def _levels(charges: Charges, states: list[list[float]], now: float) -> tuple[fl
 
 
 def _take(charges: Charges, states: list[list[float]], now: float) -> tuple[float, ...]:
-    """Take every charge; the limits' levels after (as ``_levels``)."""
-    out: list[float] = []
+    """Take every charge; the limits' levels after (``_levels``)."""
     for (limit, cost), s in zip(charges, states):
-        if type(limit) is Counter:
-            s[0] += cost
-            reset = s[1] - now
-            out += (limit.limit - s[0], reset if reset >= 0.0 else 0.0)
-        else:
-            s[0] -= cost
-            room = limit.capacity - s[0]
-            out += (s[0], (room if room >= 0.0 else 0.0) / limit.rate)
-    return tuple(out)
+        s[0] += cost if type(limit) is Counter else -cost
+    return _levels(charges, states, now)
