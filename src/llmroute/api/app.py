@@ -22,6 +22,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from llmroute import pipeline
 from llmroute.api.admin import (
     create_key,
     list_keys,
@@ -168,8 +169,7 @@ async def models(request: Request) -> Response:
     """``GET /v1/models``: ``auto``, every pool, and every served model name. With auth on
     it needs a usable key, as the OpenAI endpoints do. Raises AuthenticationFailed (401)."""
     rt: Runtime = request.app.state.runtime
-    if rt.policy is not None:
-        await rt.policy.authenticate(request.headers)
+    await pipeline.authenticate(rt, request.headers)
     names = ["auto", *dict.fromkeys(b.pool for b in rt.backends.values()),
              *dict.fromkeys(b.model for b in rt.backends.values())]
     created = int(time.time())
