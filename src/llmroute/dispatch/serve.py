@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from llmroute.backends.engines import capabilities_of
+from llmroute.backends.engines import capabilities_of, engine_kind
 from llmroute.backends.sse import DONE, encode_json
 from llmroute.dispatch.attempt import Budget
 from llmroute.dispatch.deps import Deps
@@ -39,10 +39,13 @@ async def complete(deps: Deps, request: ChatRequest, plan: RoutePlan,
     and ``choice_capable`` (n > 1 only to backends that answer several choices).
     A legacy completion answered in the chat shape is converted (``fuse/shape.py``). Each
     call is bounded by its backend's TTFT once the collector sees the engine frozen
-    (``watchdog.py``)."""
+    (``watchdog.py``); a backend whose engine kind has no metrics endpoint is never polled,
+    so never dark, and its calls run without the watchdog's timer."""
     async def call(backend: Backend) -> dict[str, Any]:
         answer = deps.client.complete(backend, request.endpoint, request.body,
                                       request.request_id)
+        if engine_kind(backend.engine).metrics is None:
+            return await answer
         return await bounded(answer, backend.id, deps.client.ttft_s(backend),
                              deps.stats.dark, deps.clock)
 

@@ -37,8 +37,9 @@ def _deps(session, ids, dark_ids: set[str]) -> dispatch.Deps:
                          __import__("random").Random(0))
 
 
-async def _ask(ups, dark_ids: set[str]):
-    bs = [Backend(f"b{i}", "general", "vllm", up.base_url, "m", 4096) for i, up in enumerate(ups)]
+async def _ask(ups, dark_ids: set[str], engine: str = "vllm"):
+    bs = [Backend(f"b{i}", "general", engine, up.base_url, "m", 4096)
+          for i, up in enumerate(ups)]
     request = ChatRequest("chat", BODY, "auto", False, "hi", 5, None, "req-1")
     async with aiohttp.ClientSession() as session:
         deps = _deps(session, [b.id for b in bs], dark_ids)
@@ -61,6 +62,14 @@ async def test_a_long_answer_from_an_engine_still_polled_is_waited_for():
     async with serve_upstream([("hang", 1.0)]) as slow, serve_upstream(["ok"]) as other:
         served, took = await _ask([slow, other], dark_ids=set())
     assert served == "b0" and took >= 1.0 and other.requests == []
+
+
+async def test_an_engine_kind_never_polled_is_never_cut_as_dark():
+    # ``openai`` has no metrics endpoint: the collector never polls it, so it cannot go
+    # dark, and its calls run without the watchdog (here even a dark reader naming it)
+    async with serve_upstream([("hang", 0.6)]) as slow, serve_upstream(["ok"]) as other:
+        served, took = await _ask([slow, other], dark_ids={"b0"}, engine="openai")
+    assert served == "b0" and took >= 0.6 and other.requests == []
 
 
 async def test_without_a_dark_reader_only_the_call_bounds_it():
