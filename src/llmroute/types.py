@@ -8,9 +8,14 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Any, Literal, NamedTuple
 
 Endpoint = Literal["chat", "completions", "embeddings"]
+
+
+_NONE: Mapping[str, Any] = MappingProxyType({})
+"""An empty read-only map (a NamedTuple field's default is shared by every instance)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,20 +262,20 @@ class EngineSignals:
     missing: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class MetricsSnapshot:
+class MetricsSnapshot(NamedTuple):
     """Every signal known for the candidate set at one instant: ``stats`` per backend id
     (the router's own view), ``engines`` per backend id (the fresh engine/GPU signals; a
     backend without fresh signals is absent), ``breakers`` per backend id (the circuit
     breaker's view; a backend absent from it is closed) and ``dark``: the polled backends
     the collector has lost sight of (last poll failed, or signals older than
     ``stale_after_s``; ``anchor/store.py``), which the profile ranks after every other
-    backend. A backend that is not polled (no metrics) or not polled yet is never dark."""
+    backend. A backend that is not polled (no metrics) or not polled yet is never dark.
+    A NamedTuple (one is made per request); its maps are read, never changed."""
 
-    stats: dict[str, BackendStats] = field(default_factory=dict)
+    stats: Mapping[str, BackendStats] = _NONE
     taken_at: float = 0.0
-    engines: Mapping[str, EngineSignals] = field(default_factory=dict)
-    breakers: Mapping[str, BreakerView] = field(default_factory=dict)
+    engines: Mapping[str, EngineSignals] = _NONE
+    breakers: Mapping[str, BreakerView] = _NONE
     dark: frozenset[str] = frozenset()
 
 

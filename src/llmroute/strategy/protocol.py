@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from llmroute.observe.trace import Recorder
 from llmroute.strategy.handoffs import HandoffStore
@@ -136,8 +136,7 @@ class Trial:
     max_in_flight: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class Matched:
+class Matched(NamedTuple):
     """The strategy that serves a request and its ``plan``: ``strategy_id``, ``version``,
     ``kind``, ``header`` (``<strategy_id>@<version>``, the ``x-llmroute-strategy`` value);
     ``snapshot`` is the immutable strategy set the match was made against (a request keeps

@@ -33,7 +33,7 @@ def ids(ranked) -> list[str]:
 
 
 def dark(ctx, *names: str):
-    return replace(ctx, snapshot=replace(ctx.snapshot, dark=frozenset(names)))
+    return replace(ctx, snapshot=ctx.snapshot._replace(dark=frozenset(names)))
 
 
 def test_a_frozen_engine_no_longer_outranks_a_busy_healthy_one():
