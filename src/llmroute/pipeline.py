@@ -6,7 +6,6 @@ The layers never call each other; every step gets what it needs as arguments.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
@@ -285,7 +284,7 @@ async def _dispatch_fallback(rt: Runtime, request: ChatRequest, d: Decision, leg
     if legs.left <= 0:
         raise NoBackendAvailable(f"the request's attempt budget is spent before its "
                                  f"fallback strategy {entry.header}")
-    plan = dataclasses.replace(entry.strategy.plan(request, d.intent), max_attempts=legs.left)
+    plan = entry.strategy.plan(request, d.intent)._replace(max_attempts=legs.left)
     fb = Decision(d.intent, plan, rank(rt, request, d.intent, plan, explain=False),
                   d.strategy)
     legs.check_pool(plan.pool)

@@ -58,9 +58,9 @@ class Pool:
     description: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class ChatRequest:
-    """A validated client request.
+class ChatRequest(NamedTuple):
+    """A validated client request (a NamedTuple: one or more are made per request;
+    ``request._replace(...)`` makes a changed copy).
 
     ``body`` is the client's JSON object as received (unknown fields kept, passed through);
     ``text`` is the concatenated prompt text the gate reads; ``prompt_tokens`` an estimate,
@@ -104,11 +104,11 @@ class Intent:
         return bool(self.composite)
 
 
-@dataclass(frozen=True, slots=True)
-class RoutePlan:
+class RoutePlan(NamedTuple):
     """The strategy's decision: the ``pool`` to serve from and why; ``backend_ids`` are the
     primary candidates, ``fallback_ids`` the backends tried after them; ``max_attempts`` is
-    the request's whole retry budget (attempts across all backends, ≥ 1)."""
+    the request's whole retry budget (attempts across all backends, ≥ 1). A NamedTuple
+    (one per request)."""
 
     pool: str
     reason: str

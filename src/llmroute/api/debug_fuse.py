@@ -17,7 +17,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from llmroute.api.responses import json_response
-from llmroute.backends.engines import capabilities_of
 from llmroute.errors import InvalidRequest
 from llmroute.fuse.arming import entropy_armed
 from llmroute.runtime import Runtime

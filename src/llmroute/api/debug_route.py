@@ -48,7 +48,7 @@ async def debug_route(request: Request) -> Response:
         "complexity": intent.complexity,
         "strategy": {"strategy_id": s.strategy_id, "version": s.version, "kind": s.kind,
                      "header": s.header},
-        "plan": asdict(d.plan),
+        "plan": d.plan._asdict(),
         "backend": d.candidates[0].backend.id if d.candidates else None,
         "candidates": [{"backend": c.backend.id, "score": round(c.score, 4),
                         "scores": {k: round(v, 4) for k, v in c.scores.items()}}

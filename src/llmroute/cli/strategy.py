@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import json
 import sys
 from collections.abc import Iterator
@@ -149,5 +148,5 @@ def _query(n: int, data: Any) -> Query:
         if not isinstance(prompt, str):
             raise ValueError("give a string prompt or OpenAI messages")
         request = prompt_request(prompt * int(data.get("repeat", 1)))
-        request = dataclasses.replace(request, model=str(body.get("model", "auto")))
+        request = request._replace(model=str(body.get("model", "auto")))
     return Query(n, request, headers, data.get("expect"))

@@ -19,7 +19,6 @@ import asyncio
 import hashlib
 import math
 from collections.abc import Sequence
-from dataclasses import replace
 
 import orjson
 import structlog
@@ -110,7 +109,7 @@ class TokenCounter:
         if trace is not None:
             trace.step("tokens", source=source, backend=backend.id,
                        estimate=request.prompt_tokens, tokens=tokens)
-        return replace(request, prompt_tokens=tokens, prompt_counted=True)
+        return request._replace(prompt_tokens=tokens, prompt_counted=True)
 
     async def _ask(self, backend: Backend, tokenizer: Tokenizer, request: ChatRequest,
                    trace: Recorder | None) -> int | None:
@@ -155,7 +154,7 @@ def clamp(request: ChatRequest, max_tokens: int) -> ChatRequest:
     for name in ("max_tokens", "max_completion_tokens"):
         if body.get(name) is not None:
             body[name] = max_tokens
-    return replace(request, body=body, max_tokens=max_tokens)
+    return request._replace(body=body, max_tokens=max_tokens)
 
 
 def too_long(request: ChatRequest, longest: int) -> ContextLengthExceeded:

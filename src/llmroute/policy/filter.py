@@ -12,7 +12,6 @@ never the text) and noted in the request's trace.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -93,7 +92,7 @@ class ContentFilter:
         if not any(h.spec.action == "mask" for h in hits):
             return request
         body = _masked(request.body, lambda s: self._scan(matcher, s).text)
-        return dataclasses.replace(request, body=body, text=scans[0].text)
+        return request._replace(body=body, text=scans[0].text)
 
     def answer(self, request: ChatRequest, body: Any, trace: Recorder) -> Any:
         """A JSON answer ``body`` with its choices' text filtered in place: masks applied;

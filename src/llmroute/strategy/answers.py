@@ -3,7 +3,6 @@ non-streamed answer replayed as SSE chunks, the text of an answer, and a leg's r
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -113,7 +112,7 @@ def non_streamed(request: ChatRequest, logprobs: bool = False) -> ChatRequest:
     body["stream"] = False
     if logprobs:
         body["logprobs"] = True
-    return dataclasses.replace(request, body=body, stream=False)
+    return request._replace(body=body, stream=False)
 
 
 def with_text(body: dict[str, Any], text: str) -> dict[str, Any]:

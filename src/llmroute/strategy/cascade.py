@@ -28,7 +28,6 @@ failover); failovers inside a pool spend the request's shared retries.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
@@ -195,7 +194,7 @@ def _non_streamed(request: ChatRequest, logprobs: bool = False) -> ChatRequest:
     body = {**request.body, "stream": False}
     if logprobs:
         body["logprobs"] = True
-    return dataclasses.replace(request, body=body, stream=False)
+    return request._replace(body=body, stream=False)
 
 
 def _headers(backend: Backend, pools: list[str]) -> dict[str, str]:

@@ -179,8 +179,8 @@ class PipelineStrategy:
                                     f"step-{last.spec.name}", last.spec.max_tokens)
         if request.stream and last.validator is None:
             return await self._stream(run, last, request, usage)
-        backend, answer = await self._ask(run, last, dataclasses.replace(
-            request, stream=False, body={**request.body, "stream": False}))
+        backend, answer = await self._ask(run, last, request._replace(
+            stream=False, body={**request.body, "stream": False}))
         add_usage(usage, answer)
         body = {**answer, "usage": usage, "llmroute": {
             **(answer.get("llmroute") or {}), "pipeline": [*hops, _hop(run, last, backend)]}}

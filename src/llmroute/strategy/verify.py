@@ -16,7 +16,6 @@ gets the checked answer as SSE chunks, the verdict in the final chunk's ``llmrou
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -203,7 +202,7 @@ class VerifyStrategy:
         body["stream"] = False
         if self._check.wants_logprobs:
             body["logprobs"] = True
-        return dataclasses.replace(request, body=body, stream=False)
+        return request._replace(body=body, stream=False)
 
     def _served(self, run: Run, backend: Backend, answer: dict[str, Any], flag: str,
                 verdict: Verdict, pools: list[str]) -> Served:
