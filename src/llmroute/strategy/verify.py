@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from llmroute.errors import LLMRouteError
-from llmroute.strategy.answers import without_logprobs
+from llmroute.strategy.answers import non_streamed, without_logprobs
 from llmroute.strategy.checks import (
     JudgeCheck,
     LogprobCheck,
@@ -162,7 +162,7 @@ class VerifyStrategy:
     async def serve(self, run: Run) -> Served:
         """Draft, check, and regenerate or flag as configured. Raises the draft leg's
         error, or the verifier's (``on_verifier_error: fail``)."""
-        spec, request = self._spec, self._draft_request(run.request)
+        spec, request = self._spec, non_streamed(run.request, self._check.wants_logprobs)
         backend, draft = await run.legs.complete(request, spec.pool)
         try:
             verdict = await self._verdict(run, draft, spec.pool)
@@ -195,14 +195,6 @@ class VerifyStrategy:
         run.trace.step("verify", check=self._check.name, pool=pool, passed=verdict.passed,
                        reason=verdict.reason)
         return verdict
-
-    def _draft_request(self, request: ChatRequest) -> ChatRequest:
-        """The request as a non-streamed draft (with logprobs when the check reads them)."""
-        body = {k: v for k, v in request.body.items() if k != "stream_options"}
-        body["stream"] = False
-        if self._check.wants_logprobs:
-            body["logprobs"] = True
-        return request._replace(body=body, stream=False)
 
     def _served(self, run: Run, backend: Backend, answer: dict[str, Any], flag: str,
                 verdict: Verdict, pools: list[str]) -> Served:
