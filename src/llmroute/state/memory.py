@@ -30,6 +30,7 @@ class MemoryStore:
         self._buckets: dict[str, list[float]] = {}  # name → [level, at, capacity, rate]
         self._counters: dict[str, list[float]] = {}  # name → [value, expires_at]
         self._leases: dict[str, dict[str, float]] = {}  # name → {lease id: expires_at}
+        self._soonest: dict[str, float] = {}  # name → no lease on it expires before this
         self._ids = itertools.count(1)
         self._calls = 0
 
@@ -84,9 +85,12 @@ class MemoryStore:
             return Grant(False, _levels(charges, states, now), refused,
                          _retry(charges, states, now))
         ids = []
+        soonest = self._soonest
         for held, lease in zip(helds, leases):
             lid = str(next(self._ids))
-            held[lid] = now + lease.ttl_s
+            until = held[lid] = now + lease.ttl_s
+            if until < soonest.get(lease.name, until + 1.0):
+                soonest[lease.name] = until
             ids.append(lid)
         return Grant(True, _take(charges, states, now), None, 0.0, tuple(ids))
 
@@ -119,15 +123,22 @@ class MemoryStore:
             held.pop(lease_id, None)
             if not held:
                 del self._leases[name]
+                self._soonest.pop(name, None)
 
     def _held(self, name: str, now: float) -> dict[str, float]:
-        """The unexpired leases on ``name`` (lease id → expiry), expired ones dropped."""
+        """The unexpired leases on ``name`` (lease id → expiry), expired ones dropped. The
+        held leases are scanned only once the soonest expiry among them has come, so a
+        call costs the same however many requests hold a lease on ``name``."""
         held = self._leases.get(name)
         if held is None:
             held = self._leases[name] = {}
-        elif held:
+        elif now >= self._soonest.get(name, now):
             for lid in [lid for lid, until in held.items() if until <= now]:
                 del held[lid]
+            if held:
+                self._soonest[name] = min(held.values())
+            else:
+                self._soonest.pop(name, None)
         return held
 
     def _state(self, limit: Limit, now: float) -> list[float]:
@@ -185,7 +196,16 @@ def _levels(charges: Charges, states: list[list[float]], now: float) -> tuple[fl
 
 
 def _take(charges: Charges, states: list[list[float]], now: float) -> tuple[float, ...]:
-    """Take every charge; the limits' levels after (``_levels``)."""
+    """Take every charge; the limits' levels after (as ``_levels`` gives them), in the
+    same pass."""
+    out: list[float] = []
     for (limit, cost), s in zip(charges, states):
-        s[0] += cost if type(limit) is Counter else -cost
-    return _levels(charges, states, now)
+        if type(limit) is Counter:
+            s[0] += cost
+            reset = s[1] - now
+            out += (limit.limit - s[0], reset if reset >= 0.0 else 0.0)
+        else:
+            s[0] -= cost
+            room = limit.capacity - s[0]
+            out += (s[0], (room if room >= 0.0 else 0.0) / limit.rate)
+    return tuple(out)
