@@ -18,7 +18,8 @@ import calendar
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from cachetools import LRUCache
 
@@ -101,23 +102,35 @@ class Limiter:
 
     def _charges(self, plan: _Plan, cost: int) -> list[tuple[Bucket | Counter, int]]:
         """The charges of one request, in ``plan.what`` order: 1 on each RPM bucket,
-        ``cost`` on the others (a quota's Counter named by the UTC day or month now and
-        lasting to its end, at least 1 s)."""
-        if not plan.quotas:
-            return [(limit, 1 if per_request else cost)  # type: ignore[misc]
-                    for limit, per_request in zip(plan.limits, plan.per_request)]
+        ``cost`` on the others (``_limits_now``)."""
+        limits = self._limits_now(plan) if plan.quotas else plan.limits
+        return [(limit, 1 if per_request else cost)  # type: ignore[misc]
+                for limit, per_request in zip(limits, plan.per_request)]
+
+    def _limits_now(self, plan: _Plan) -> tuple[Bucket | Counter, ...]:
+        """``plan.limits`` with each quota's Counter named by the UTC day or month now and
+        lasting to its end (at least 1 s). Worked out at most once a second per plan (kept
+        in ``plan.now``, and again as a period ends): a counter first charged within that
+        second may outlive its period by under a second, unread, as the next period's
+        counter has another name."""
         now = self._wall()
+        since, until, limits = plan.now
+        if since <= now < until:
+            return limits
         when = self._periods.at(now)
-        out: list[tuple[Bucket | Counter, int]] = []
-        for limit, per_request in zip(plan.limits, plan.per_request):
+        out: list[Bucket | Counter] = []
+        until = now + 1.0
+        for limit in plan.limits:
             if type(limit) is _Quota:
                 stamp, end = when[limit.kind]
                 ttl = end - now
-                out.append((Counter(f"{limit.kind}:{limit.stem}:{stamp}", limit.limit,
-                                    ttl if ttl >= 1.0 else 1.0), cost))
+                out.append(Counter(f"{limit.kind}:{limit.stem}:{stamp}", limit.limit,
+                                   ttl if ttl >= 1.0 else 1.0))
+                until = min(until, end)
             else:
-                out.append((limit, 1 if per_request else cost))  # type: ignore[arg-type]
-        return out
+                out.append(limit)  # type: ignore[arg-type]
+        plan.now[:] = (now, until, tuple(out))
+        return plan.now[2]
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +157,8 @@ class _Plan:
     ``lease_limits`` and ``lease_names``; ``costed``: the indices of the token charges (a
     settle moves them); ``rates``: what the ``x-ratelimit-*`` headers read, for requests
     (RPM) and tokens (TPM) when the key or tenant has such a bucket; ``quotas``: whether a
-    limit is a _Quota; ``sources``: the key's and tenant's Limits it was built from."""
+    limit is a _Quota; ``sources``: the key's and tenant's Limits it was built from;
+    ``now``: ``Limiter._limits_now``'s ``[since, until, limits]`` (epoch s)."""
 
     what: tuple[tuple[str, str], ...]
     limits: tuple[Bucket | _Quota, ...]
@@ -156,6 +170,7 @@ class _Plan:
     rates: tuple[_Rate, ...]
     quotas: bool
     sources: tuple[Limits, Limits]
+    now: list[Any] = field(default_factory=lambda: [0.0, 0.0, ()], compare=False)
 
     def made_for(self, key: Limits, tenant: Limits) -> bool:
         """Whether the plan was built from these limits (identity first, then equality)."""

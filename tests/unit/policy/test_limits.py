@@ -216,3 +216,25 @@ async def test_a_spent_daily_quota_opens_again_at_utc_midnight_and_monthly_at_th
     with pytest.raises(RateLimited) as month:
         await limiter.admit(who, request)  # 200 of the month's 250 spent: 100 do not fit
     assert month.value.code == "insufficient_quota"
+
+
+async def test_a_quota_counter_rolls_over_at_midnight_even_within_a_second():
+    from llmroute.config_policy import LimitsConfig
+    from llmroute.errors import RateLimited
+    from llmroute.policy.auth import Caller
+    from llmroute.policy.keys import ApiKey, Tenant
+    from llmroute.policy.limits import Limiter
+    from llmroute.state.memory import MemoryStore
+    from llmroute.types import ChatRequest
+
+    wall = [1_767_225_599.5]  # 2025-12-31 23:59:59.5 UTC
+    limiter = Limiter(MemoryStore(lambda: wall[0]), LimitsConfig(), lambda: wall[0])
+    who = Caller(ApiKey("key_1", "lr-abc", "acme", limits=Limits(daily_tokens=100)),
+                 Tenant("acme"))
+    request = ChatRequest("chat", {}, "auto", False, "hi", 20, 80, "r1")  # 100 tokens
+    await limiter.admit(who, request)
+    wall[0] += 0.25  # still the old day: its quota is spent
+    with pytest.raises(RateLimited):
+        await limiter.admit(who, request)
+    wall[0] += 0.5  # 00:00:00.25, under a second after the last call: a new day
+    await limiter.admit(who, request)
