@@ -33,7 +33,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from llmroute.errors import LLMRouteError
-from llmroute.strategy.answers import without_logprobs
+from llmroute.strategy.answers import non_streamed, without_logprobs
 from llmroute.strategy.checks import mean_logprob
 from llmroute.strategy.protocol import KindContext, Run, Scorer, Served
 from llmroute.strategy.spec import StrategySpec, Strict
@@ -142,7 +142,7 @@ class CascadeStrategy:
         pools, escalate = self._spec.pools, self._spec.escalate
         can_escalate = start < len(pools) - 1
         wants = escalate.mean_logprob_below is not None and can_escalate
-        draft = _non_streamed(run.request, logprobs=wants)
+        draft = non_streamed(run.request, logprobs=wants)
         try:
             backend, answer = await run.legs.complete(draft, pools[start], int(can_escalate))
         except LLMRouteError as err:
@@ -158,7 +158,7 @@ class CascadeStrategy:
     async def _escalate(self, run: Run, start: int, reasons: list[str],
                         draft: dict[str, Any]) -> Served:
         pools = self._spec.pools
-        backend, answer = await run.legs.complete(_non_streamed(run.request),
+        backend, answer = await run.legs.complete(non_streamed(run.request),
                                                   pools[start + 1])
         run.trace.step("cascade", escalated_to=pools[start + 1], reason=reasons[-1])
         return self._served(run, backend, answer, [pools[start], pools[start + 1]], reasons,
@@ -187,14 +187,6 @@ class CascadeStrategy:
         if usage:
             body["usage"] = usage
         return Served(body, _headers(backend, pools))
-
-
-def _non_streamed(request: ChatRequest, logprobs: bool = False) -> ChatRequest:
-    """``request`` as a non-streamed leg (asking for ``logprobs`` when told)."""
-    body = {**request.body, "stream": False}
-    if logprobs:
-        body["logprobs"] = True
-    return request._replace(body=body, stream=False)
 
 
 def _headers(backend: Backend, pools: list[str]) -> dict[str, str]:

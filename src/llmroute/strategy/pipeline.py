@@ -37,7 +37,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from llmroute.errors import LLMRouteError, UpstreamProtocolError, UpstreamTimeout
-from llmroute.strategy.answers import answer_text, last_user, leg_request
+from llmroute.strategy.answers import answer_text, last_user, leg_request, non_streamed
 from llmroute.strategy.checks import compile_schema, compile_template, json_of, schema_problem
 from llmroute.strategy.protocol import KindContext, Run, Scorer, Served
 from llmroute.strategy.spec import StrategySpec, Strict
@@ -179,8 +179,7 @@ class PipelineStrategy:
                                     f"step-{last.spec.name}", last.spec.max_tokens)
         if request.stream and last.validator is None:
             return await self._stream(run, last, request, usage)
-        backend, answer = await self._ask(run, last, request._replace(
-            stream=False, body={**request.body, "stream": False}))
+        backend, answer = await self._ask(run, last, non_streamed(request))
         add_usage(usage, answer)
         body = {**answer, "usage": usage, "llmroute": {
             **(answer.get("llmroute") or {}), "pipeline": [*hops, _hop(run, last, backend)]}}

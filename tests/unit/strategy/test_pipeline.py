@@ -98,6 +98,30 @@ async def test_only_the_last_step_is_streamed_and_its_usage_chunk_sums_every_ste
     assert [h["step_name"] for h in hops(trace)] == ["extract", "plan", "answer"]
 
 
+async def test_a_validated_last_step_of_a_stream_is_asked_without_stream_options(tmp_path):
+    checked = f"""strategy_id: chain
+version: 2
+kind: pipeline
+steps:
+  - name: plan
+    pool: one
+    prompt: "Plan for {{{{ request.last_user }}}}"
+  - name: answer
+    pool: two
+    prompt: "Answer using {{{{ steps.plan.output }}}}"
+    json_schema: {SCHEMA}
+"""
+    async with serve_upstream(["ok"], "a plan") as a, serve_upstream(["ok"], GOOD) as b:
+        r, _ = await ask({"one": [a], "two": [b]}, tmp_path, {"chain.yaml": checked},
+                         {**BODY, "stream": True, "stream_options": {"include_usage": True}})
+    text = "".join(ch["choices"][0]["delta"].get("content") or ""
+                   for ch in sse(r.text) if ch["choices"])
+    assert r.status_code == 200 and text == GOOD
+    # OpenAI refuses stream_options on a request that is not streamed
+    assert b.requests[0]["stream"] is False and "stream_options" not in b.requests[0]
+    assert a.requests[0]["stream"] is False and "stream_options" not in a.requests[0]
+
+
 async def test_an_invalid_step_answer_is_retried_once_with_the_validation_error(tmp_path):
     async with serve_upstream([("say", "Ada is 36"), ("say", GOOD)]) as a, \
             serve_upstream(["ok"], "a plan") as b, serve_upstream(["ok"], "done") as c:
