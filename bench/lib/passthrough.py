@@ -47,5 +47,7 @@ def make_app(upstream: str) -> Starlette:
 
 
 if __name__ == "__main__":
+    # uvicorn as llmroute runs it (``api.server.uvicorn_config``): no access log, no
+    # X-Forwarded-* middleware
     uvicorn.run(make_app(sys.argv[2]), host="127.0.0.1", port=int(sys.argv[1]),
-                log_level="warning", access_log=False)
+                log_level="warning", access_log=False, proxy_headers=False)

@@ -19,6 +19,7 @@ import uvloop
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from llmroute.api.app import create_app
+from llmroute.api.server import uvicorn_config
 from llmroute.config import load_config
 from llmroute.assemble.runtime import open_runtime
 
@@ -44,9 +45,7 @@ async def serve(port: int, config_path: Path) -> None:
     config = load_config(config_path)
     async with open_runtime(config) as rt:
         app = Paused(create_app(config, runtime=rt))
-        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
-                                               log_level="warning", access_log=False,
-                                               lifespan="off"))
+        server = uvicorn.Server(uvicorn_config(app, "127.0.0.1", port, "warning", None))
         await server.serve()
 
 
