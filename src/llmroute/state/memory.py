@@ -89,8 +89,7 @@ class MemoryStore:
         for held, lease in zip(helds, leases):
             lid = str(next(self._ids))
             until = held[lid] = now + lease.ttl_s
-            if until < soonest.get(lease.name, until + 1.0):
-                soonest[lease.name] = until
+            soonest[lease.name] = min(soonest.get(lease.name, until), until)
             ids.append(lid)
         return Grant(True, _take(charges, states, now), None, 0.0, tuple(ids))
 
@@ -196,16 +195,7 @@ def _levels(charges: Charges, states: list[list[float]], now: float) -> tuple[fl
 
 
 def _take(charges: Charges, states: list[list[float]], now: float) -> tuple[float, ...]:
-    """Take every charge; the limits' levels after (as ``_levels`` gives them), in the
-    same pass."""
-    out: list[float] = []
+    """Take every charge; the limits' levels after (``_levels``)."""
     for (limit, cost), s in zip(charges, states):
-        if type(limit) is Counter:
-            s[0] += cost
-            reset = s[1] - now
-            out += (limit.limit - s[0], reset if reset >= 0.0 else 0.0)
-        else:
-            s[0] -= cost
-            room = limit.capacity - s[0]
-            out += (s[0], (room if room >= 0.0 else 0.0) / limit.rate)
-    return tuple(out)
+        s[0] += cost if type(limit) is Counter else -cost
+    return _levels(charges, states, now)
