@@ -129,8 +129,9 @@ class Limiter:
                 until = min(until, end)
             else:
                 out.append(limit)  # type: ignore[arg-type]
-        plan.now[:] = (now, until, tuple(out))
-        return plan.now[2]
+        limits = tuple(out)
+        plan.now[:] = (now, until, limits)
+        return limits
 
 
 @dataclass(frozen=True, slots=True)
