@@ -4,8 +4,11 @@
 process, ``EngineFleet`` starts several concurrently and stops them all together.
 
 Every child runs in its own session (a Ctrl-C in the terminal reaches only the router, which
-then stops its engines in order) and gets ``PR_SET_PDEATHSIG = SIGTERM``, so it also dies
-when the router dies without stopping it. Linux sends that signal when the *thread* that
+then stops its engines in order) and gets ``PR_SET_PDEATHSIG = SIGKILL``, so it also dies
+when the router dies without stopping it. SIGKILL, not SIGTERM: the router was the engine's
+only client, so there is nothing to drain, and llama-server's SIGTERM path can hang (its
+handler starts a clean-up; a second signal calls ``exit()`` from inside the handler, which
+can deadlock against that clean-up). Linux sends that signal when the *thread* that
 started the child exits: start engines from the thread that runs the event loop for the
 router's lifetime (the main thread under uvicorn and pytest).
 """
@@ -113,13 +116,13 @@ def child_env(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
 
 
 def _die_with_parent(parent_pid: int) -> Callable[[], None]:
-    """A ``preexec_fn`` that makes the child get SIGTERM when its parent dies."""
+    """A ``preexec_fn`` that makes the child get SIGKILL when its parent dies."""
     prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved before fork, not in the child
 
     def preexec() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent_pid:  # the parent died before prctl took effect
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGKILL)
 
     return preexec
 
