@@ -220,12 +220,16 @@ def _control(name: str, gate_p50_ms: float) -> dict | None:
     return None
 
 
-RATIO_ROUNDS = 3
-"""With ``--quick``, rounds of the 16-client non-streamed cells (every path but LiteLLM and
-the gate-on one) whose throughputs the ratios compare: one with the rest, then more,
-interleaved path by path, so a second in which the machine ran slow (the load generator
-and the upstream share one core with the machine's other work) weighs on one segment of
-three, not on a ratio."""
+RATIO_ROUNDS = 5
+"""With ``--quick``, rounds of the cells the targets read (non-streamed, 1 and 16 clients,
+every path but LiteLLM, the gate-on one and the controls): one with the rest, then more,
+interleaved path by path. Each throughput ratio is the median over rounds of the ratio of
+the two paths' segments in that round (``overhead_report.paired_ratio``), and each 1-client
+p50 is over the rounds' latencies pooled, so a second in which the machine ran slow (the load
+generator and the upstream share one core with the machine's other work) moves one segment of
+five, not a figure."""
+RATIO_PATHS_SKIP = ("litellm", "llmroute-gate", *CONTROLS)
+RATIO_LOADS = (("closed", 1), ("closed", 16))
 
 
 def measure(servers: dict[str, _procs.Server], quick: bool, console: Console) -> dict:
@@ -237,10 +241,9 @@ def measure(servers: dict[str, _procs.Server], quick: bool, console: Console) ->
     plan = [(r, load, stream, name) for r in range(rounds) for load in loads
             for stream in (False, True) for name in servers
             if name not in CONTROLS or load == ("closed", 1)]
-    if quick:  # the cells the throughput ratios read get RATIO_ROUNDS rounds in all
-        plan += [(r, ("closed", 16), False, name) for r in range(1, RATIO_ROUNDS)
-                 for name in servers
-                 if name not in CONTROLS and name not in ("litellm", "llmroute-gate")]
+    if quick:  # the cells the targets read get RATIO_ROUNDS rounds in all
+        plan += [(r, load, False, name) for r in range(1, RATIO_ROUNDS) for load in RATIO_LOADS
+                 for name in servers if name not in RATIO_PATHS_SKIP]
     gate_p50 = 0.0
     proxies = [s for n, s in servers.items() if servers[n] is not servers["direct"]]
     with Progress(console=console, transient=True) as bar:
@@ -258,6 +261,8 @@ def measure(servers: dict[str, _procs.Server], quick: bool, console: Console) ->
             for key in ("errors", "chunks", "cpu_s", "duration_s", "served", "chunks_all"):
                 cell[key] += res[key]
             cell["latencies_ms"] += res["latencies_ms"]
+            cell.setdefault("round_rps", []).append(
+                len(res["latencies_ms"]) / res["duration_s"] if res["duration_s"] else 0.0)
             cell.setdefault("gate_ms", []).extend(res["gate_ms"])
             if control:
                 cell.setdefault("wait_ms", []).append(gate_p50)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import statistics
 from pathlib import Path
 
 from rich.console import Console
@@ -33,12 +34,24 @@ def summarise(cells: dict) -> dict:
             "cpu_ms_per_req": c["cpu_s"] / c["served"] * 1000 if c["served"] else float("nan"),
             "cpu_us_per_chunk": (c["cpu_s"] / c["chunks_all"] * 1e6 if c["chunks_all"]
                                  else float("nan")),
-            "errors": c["errors"], "n": n}
+            "errors": c["errors"], "n": n, "round_rps": c.get("round_rps", [])}
     for (name, load, stream), r in rows.items():
         base = rows[("direct", load, stream)]
         for p in PCTS:
             r[f"added_p{p}"] = r[f"p{p}"] - base[f"p{p}"]
     return rows
+
+
+def paired_ratio(rows: dict, path: str, base: str, load: tuple, stream: bool = False) -> float:
+    """Throughput of ``path`` over ``base`` at ``load``: with the same number (≥ 2) of
+    interleaved rounds on both, the median over rounds of the ratio of their segments in
+    that round (two segments measured seconds apart share the machine's state then; a slow
+    second moves one pair, not the figure); else the ratio of their pooled req/s."""
+    a, b = rows[(path, load, stream)], rows[(base, load, stream)]
+    ra, rb = a["round_rps"], b["round_rps"]
+    if len(ra) == len(rb) >= 2 and all(rb):
+        return statistics.median(x / y for x, y in zip(ra, rb))
+    return a["rps"] / b["rps"]
 
 
 def table(rows: dict, servers: dict, console: Console) -> None:
@@ -96,10 +109,8 @@ def key_figures(rows: dict, gate_p50_ms: dict[str, float]) -> dict:
     return {
         "added_p50_ms": round(added, 3),
         "added_p50_ratio_vs_litellm": round(added / rows[(ll, one, False)]["added_p50"], 4),
-        "throughput_ratio_vs_litellm": round(
-            rows[(lr, sixteen, False)]["rps"] / rows[(ll, sixteen, False)]["rps"], 2),
-        "throughput_ratio_vs_passthrough": round(
-            rows[(lr, sixteen, False)]["rps"] / rows[(pt, sixteen, False)]["rps"], 3),
+        "throughput_ratio_vs_litellm": round(paired_ratio(rows, lr, ll, sixteen), 2),
+        "throughput_ratio_vs_passthrough": round(paired_ratio(rows, lr, pt, sixteen), 3),
         "stream_cpu_ratio_vs_litellm": round(
             rows[(lr, sixteen, True)]["cpu_us_per_chunk"]
             / rows[(ll, sixteen, True)]["cpu_us_per_chunk"], 4),
@@ -125,8 +136,7 @@ def _versus_llmroute(rows: dict, path: str, name: str) -> dict:
     if (path, one, False) not in rows:
         return {}
     added = rows[(path, one, False)]["added_p50"]
-    return {f"{name}_throughput_ratio": round(
-                rows[(path, sixteen, False)]["rps"] / rows[(lr, sixteen, False)]["rps"], 3),
+    return {f"{name}_throughput_ratio": round(paired_ratio(rows, path, lr, sixteen), 3),
             f"added_p50_ms_{name}": round(added, 3),
             f"added_p50_ms_{name}_vs_llmroute": round(
                 added - rows[(lr, one, False)]["added_p50"], 3)}
