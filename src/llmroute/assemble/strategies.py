@@ -16,7 +16,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from llmroute.assemble.tasks import running
-from llmroute.config import EMBEDDED, Config
+from llmroute.config import EMBEDDED, Config, StrategiesConfig
 from llmroute.strategy.book import StrategyBook, watch
 from llmroute.strategy.handoffs import HandoffStore
 from llmroute.strategy.loader import Loader
@@ -45,7 +45,7 @@ def handoff_store(config: Config) -> HandoffStore:
     without a ``strategies`` section); nothing is opened until first use."""
     strategies = config.strategies
     return HandoffStore(strategies.handoffs_path if strategies is not None
-                        else "llmroute-handoffs.sqlite3")
+                        else StrategiesConfig.model_fields["handoffs_path"].default)
 
 
 def lighter_pools(config: Config) -> dict[str, str]:

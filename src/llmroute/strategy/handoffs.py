@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import secrets
 import sqlite3
 import threading
@@ -78,7 +79,7 @@ class HandoffStore:
                         endpoint, model, conversation)
         row = _row(ticket)
         await asyncio.to_thread(self._run, f"INSERT INTO handoffs ({', '.join(_COLUMNS)}) "
-                                f"VALUES ({', '.join('?' * len(_COLUMNS))})", row)
+                                f"VALUES ({', '.join('?' * len(_COLUMNS))})", row, True)
         return ticket
 
     async def get(self, ticket_id: str) -> Ticket:
@@ -131,8 +132,12 @@ class HandoffStore:
                                  param="ticket_id", code="ticket_answered")
         return ticket
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, create: bool) -> sqlite3.Connection | None:
+        """The connection; None, without creating the file, when the database does not
+        exist yet and ``create`` is False (no ticket was ever opened: nothing to read)."""
         if self._conn is None:
+            if not create and self.path != ":memory:" and not os.path.exists(self.path):
+                return None
             conn = sqlite3.connect(self.path, check_same_thread=False, timeout=5.0)
             if self.path != ":memory:":
                 conn.execute("PRAGMA journal_mode=WAL")
@@ -140,15 +145,20 @@ class HandoffStore:
             self._conn = conn
         return self._conn
 
-    def _run(self, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    def _run(self, sql: str, args: tuple[Any, ...], create: bool = False
+             ) -> list[tuple[Any, ...]]:
         with self._lock:
-            conn = self._connect()
+            conn = self._connect(create)
+            if conn is None:
+                return []
             with conn:
                 return conn.execute(sql, args).fetchall()
 
     def _change(self, sql: str, args: tuple[Any, ...]) -> int:
         with self._lock:
-            conn = self._connect()
+            conn = self._connect(False)
+            if conn is None:
+                return 0
             with conn:
                 return conn.execute(sql, args).rowcount
 

@@ -178,6 +178,24 @@ async def test_the_store_lists_newest_first_and_filters_by_status(tmp_path):
     reopened.close()
 
 
+async def test_reading_an_empty_queue_creates_no_database_file(tmp_path):
+    """``GET /admin/handoffs`` on a router that never handed off must not leave a database
+    behind (the default path is relative to the working directory)."""
+    from llmroute.errors import NotFound
+    path = tmp_path / "t.db"
+    store = HandoffStore(str(path))
+    assert await store.list() == [] and await store.list("open") == []
+    with pytest.raises(NotFound):
+        await store.get("hof-unknown")
+    with pytest.raises(NotFound):
+        await store.answer("hof-unknown", "text", "op", 1.0)
+    assert not path.exists()
+    ticket = await store.open("s@1", "r1", "chat", "auto", [{"role": "user", "content": "a"}],
+                              1.0)
+    assert path.exists() and [t.id for t in await store.list()] == [ticket.id]
+    store.close()
+
+
 def test_the_handoffs_cli_lists_shows_claims_and_answers(tmp_path, capsys):
     import asyncio
 
