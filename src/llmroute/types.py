@@ -87,7 +87,8 @@ class Intent:
     ``((label, score), …)``, ``conflict`` (0–1, how close the top two are),
     ``complexity`` (0.1–5.0) and the ``source`` that produced it. ``entropy`` is the
     distribution's Shannon entropy in bits; ``composite`` holds the top two labels when they
-    are close enough to call the request both (empty otherwise)."""
+    are close enough to call the request both, or the two tasks its instruction asks in
+    sequence ("translate it, then summarize it": ``gate/clauses.py``); empty otherwise."""
 
     label: str
     confidence: float

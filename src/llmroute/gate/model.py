@@ -38,6 +38,13 @@ class GateModel:
         """First-stage probabilities over ``classes`` for one compressed text."""
         return self.fast.proba([text])[0]
 
+    def clause_labels(self, parts: Sequence[str], floor: float) -> tuple[str | None, ...]:
+        """Each of ``parts``' top first-stage label, read in one batch; None for a part
+        whose top probability is under ``floor`` (0–1)."""
+        rows = self.fast.proba(list(parts))
+        return tuple(self.classes[i] if row[i] >= floor else None
+                     for row, i in zip(rows, rows.argmax(axis=1)))
+
     def encoder_proba(self, embedding: np.ndarray) -> np.ndarray:
         """Second-opinion probabilities for one ``(384,)`` embedding."""
         assert self.embed is not None

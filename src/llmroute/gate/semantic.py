@@ -43,6 +43,7 @@ from cachetools import TTLCache
 from llmroute.config import GateConfig
 from llmroute.errors import LLMRouteError
 from llmroute.gate.batcher import MicroBatcher
+from llmroute.gate.clauses import CLAUSE_MIN, clauses, composite_of
 from llmroute.gate.complexity import ComplexityScorer
 from llmroute.gate.compress import Compressed, compress
 from llmroute.gate.examples import shipped_utterances, user_examples, with_extras
@@ -71,11 +72,13 @@ CLOSE_TIMEOUT_S = 1.0
 
 @dataclass(frozen=True, slots=True)
 class _Scored:
-    """The model's (cacheable) answer: probabilities, complexity and source."""
+    """The model's (cacheable) answer: probabilities, complexity, source and the labels of
+    the instruction's clauses (``clauses.py``; empty when it has none)."""
 
     probs: np.ndarray
     complexity: float
     source: str
+    clauses: tuple[str | None, ...] = ()
 
 
 class SemanticGate:
@@ -204,7 +207,9 @@ class SemanticGate:
         assert self.model is not None
         scores = self._rules.scores(request, c.text, c.document)
         p = first_stage(self.model.fast_proba(c.text), scores, self.model.classes, c)
-        scored = _Scored(p, self._level(c, request, scores), "fast")
+        parts = clauses(c.latest)
+        scored = _Scored(p, self._level(c, request, scores), "fast",
+                         self.model.clause_labels(parts, CLAUSE_MIN) if parts else ())
         if (p.max() >= self.cfg.second_opinion_below or self.model.encoder is None or c.pasted
                 or encoder_weight(c.cjk) < ENCODER_MIN_WEIGHT):
             self._cache[c.key] = scored
@@ -219,7 +224,7 @@ class SemanticGate:
         p_enc = self.model.encoder_proba(embedding)
         structure = structure_vector(c, self.model.classes)
         final = _Scored(combine(scored.probs, p_enc, c.cjk, structure), scored.complexity,
-                        "fast+encoder")
+                        "fast+encoder", scored.clauses)
         self._cache[c.key] = final
         return final
 
@@ -242,8 +247,11 @@ class SemanticGate:
         rule = self.overrides.match(c.text)
         if rule is not None and rule in self.model.classes:
             p, source = override(p, self.model.classes, rule), source + "+rule"
-        return make_intent(p, self.model.classes, scored.complexity, source,
-                           self.cfg.composite_margin)
+        intent = make_intent(p, self.model.classes, scored.complexity, source,
+                             self.cfg.composite_margin)
+        if intent.composite or not scored.clauses:
+            return intent
+        return replace(intent, composite=composite_of(intent.label, scored.clauses))
 
     def _fallback(self, request: ChatRequest) -> Intent:
         """The rules' verdict after a model-path failure (already counted)."""

@@ -161,3 +161,23 @@ async def test_composite_when_two_intents_are_close(gate: SemanticGate) -> None:
         "Summarize this paragraph and then translate the summary into French: "
         "The committee met on Tuesday and agreed to extend the deadline."))
     assert {intent.label, intent.runners_up[0][0]} == {"summarization", "translation"}
+
+
+@pytest.mark.parametrize("text", [
+    "Translate this paragraph into French and then summarize it in two sentences: "
+    "The committee met on Tuesday to discuss the budget.",
+    "把下面这段话翻译成英文，然后总结要点：今天公司召开了年度大会，讨论了明年的预算和招聘计划。"])
+async def test_two_tasks_in_sequence_are_composite_though_one_reads_far_stronger(
+        gate: SemanticGate, text: str) -> None:
+    intent = await gate.classify(prompt_request(text))
+    assert set(intent.composite) == {"summarization", "translation"}
+    assert intent.composite[0] == intent.label and intent.is_composite
+
+
+@pytest.mark.parametrize("text", [
+    "If the number is even then divide it by 2, what do you get for 10?",
+    "Summarize the meeting: we reviewed the budget, then we discussed hiring, then lunch.",
+    "What is the capital of France?"])
+async def test_one_task_with_a_then_in_it_is_not_composite(gate: SemanticGate,
+                                                           text: str) -> None:
+    assert (await gate.classify(prompt_request(text))).composite == ()
