@@ -48,7 +48,7 @@ def paired_ratio(rows: dict, path: str, base: str, load: tuple, stream: bool = F
     that round (two segments measured seconds apart share the machine's state then; a slow
     second moves one pair, not the figure); else the ratio of their pooled req/s."""
     a, b = rows[(path, load, stream)], rows[(base, load, stream)]
-    ra, rb = a["round_rps"], b["round_rps"]
+    ra, rb = a.get("round_rps", ()), b.get("round_rps", ())
     if len(ra) == len(rb) >= 2 and all(rb):
         return statistics.median(x / y for x, y in zip(ra, rb))
     return a["rps"] / b["rps"]
