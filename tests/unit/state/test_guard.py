@@ -176,3 +176,24 @@ async def test_queued_settlements_never_probe_a_store_that_is_down():
     assert (await guard.reserve([Charge(RPM, 1)])).allowed and guard.up  # the probe
     await guard.settle([Charge(RPM, -1)], [])
     assert inner.calls == 2
+
+
+async def test_fail_closed_refuses_without_calling_the_store_until_the_retry_interval():
+    """Fail closed, a store that is down costs one probe per ``retry_s``: the refusals in
+    between answer at once, and a store back up admits again only from the next probe."""
+    guard, inner, clock = guarded(fail_closed=True, retry_s=1.0)
+    conc = Lease("conc:k", 1, 30.0)
+    inner.down = True
+    for _ in range(4):
+        with pytest.raises(StateUnavailable):
+            await guard.admit([Charge(RPM, 1)], [conc])
+    assert inner.calls == 1 and guard.refused == 4  # one call reached the store
+    inner.down = False
+    clock.advance(0.5)
+    with pytest.raises(StateUnavailable):  # within the interval: not asked yet
+        await guard.admit([Charge(RPM, 1)], [conc])
+    assert inner.calls == 1 and not guard.up
+    clock.advance(0.5)
+    grant = await guard.admit([Charge(RPM, 1)], [conc])
+    assert grant.allowed and grant.lease_ids[0] != UNMETERED and guard.up
+    assert inner.calls == 2 and guard.refused == 5
