@@ -141,9 +141,9 @@ class ContentFilter:
     def _clean(self, matcher: Matcher, texts: Iterable[str]) -> bool:
         """Whether no list entry occurs in any of ``texts`` (normalised): then nothing is
         masked, blocked or recorded, and the texts pass as they are."""
-        normalize = self.normalizer.normalize
+        normalize = self.normalizer.text
         for text in texts:
-            if not matcher.clean(normalize(text)[0]):
+            if not matcher.clean(normalize(text)):
                 return False
         return True
 

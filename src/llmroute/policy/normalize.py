@@ -11,7 +11,9 @@ if the answers may hold decomposed text.)
 
 ``Normalizer.normalize(text)`` gives ``(norm, offsets)``: ``norm[i]`` came from
 ``text[offsets[i]]``; ``offsets`` is None when the map is the identity (ASCII text, the
-common case, costs one ``str.lower``).
+common case, costs one ``str.lower``). ``Normalizer.text(text)`` gives ``norm`` alone, as
+one ``str.translate`` over the cached forms (a 600-character Chinese prompt: ~50 µs
+instead of ~130 µs with the offsets).
 """
 
 from __future__ import annotations
@@ -28,14 +30,28 @@ def fold(char: str) -> str:
                    if unicodedata.category(c) != "Cf")
 
 
+class _Forms(dict[int, str]):
+    """Code point → its normalised form, worked out (``fold``) on first use: the table
+    ``str.translate`` reads."""
+
+    def __missing__(self, code: int) -> str:
+        form = self[code] = fold(chr(code))
+        return form
+
+
 class Normalizer:
     """Normalises text (module docstring), caching each non-ASCII code point's form; one
     per filter, never shared across threads while it is being filled."""
 
-    __slots__ = ("_forms",)
+    __slots__ = ("_forms", "_table")
 
     def __init__(self) -> None:
         self._forms: dict[str, str] = {}
+        self._table = _Forms()
+
+    def text(self, text: str) -> str:
+        """The normalised ``text`` (``normalize``'s ``norm``, without the offsets)."""
+        return text.lower() if text.isascii() else text.translate(self._table)
 
     def normalize(self, text: str) -> tuple[str, list[int] | None]:
         """``(norm, offsets)``: the normalised ``text`` and, for each of its characters, the
@@ -55,4 +71,4 @@ class Normalizer:
 
     def word(self, text: str) -> str:
         """The normalised form of a list entry (its offsets are not needed)."""
-        return self.normalize(text)[0]
+        return self.text(text)

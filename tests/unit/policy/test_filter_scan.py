@@ -50,6 +50,18 @@ def test_offsets_map_back_to_the_original() -> None:
     assert Normalizer().normalize("Plain ASCII") == ("plain ascii", None)
 
 
+@settings(max_examples=300)
+@given(st.text(max_size=80))
+def test_the_text_alone_is_the_normalised_text_of_the_offsets_path(text: str) -> None:
+    n = Normalizer()
+    assert n.text(text) == n.normalize(text)[0]
+
+
+def test_the_text_alone_agrees_on_every_code_point() -> None:
+    chars = "".join(chr(c) for c in range(0x20, 0x30000) if not 0xD800 <= c <= 0xDFFF)
+    assert Normalizer().text(chars) == "".join(map(fold, chars))
+
+
 def test_a_phrase_does_not_fire_on_its_prefix() -> None:
     assert scan_text(BLOCK, Normalizer(), "量子计算很有趣, 量子", "input").blocked is None
     hit = scan_text(BLOCK, Normalizer(), "制造量子武器吧", "input")
