@@ -43,15 +43,14 @@ class Normalizer:
     """Normalises text (module docstring), caching each non-ASCII code point's form; one
     per filter, never shared across threads while it is being filled."""
 
-    __slots__ = ("_forms", "_table")
+    __slots__ = ("_forms",)
 
     def __init__(self) -> None:
-        self._forms: dict[str, str] = {}
-        self._table = _Forms()
+        self._forms = _Forms()
 
     def text(self, text: str) -> str:
         """The normalised ``text`` (``normalize``'s ``norm``, without the offsets)."""
-        return text.lower() if text.isascii() else text.translate(self._table)
+        return text.lower() if text.isascii() else text.translate(self._forms)
 
     def normalize(self, text: str) -> tuple[str, list[int] | None]:
         """``(norm, offsets)``: the normalised ``text`` and, for each of its characters, the
@@ -62,9 +61,7 @@ class Normalizer:
         parts: list[str] = []
         offsets: list[int] = []
         for i, char in enumerate(text):
-            form = forms.get(char)
-            if form is None:
-                form = forms[char] = fold(char)
+            form = forms[ord(char)]
             parts.append(form)
             offsets.extend([i] * len(form))
         return "".join(parts), offsets
