@@ -74,6 +74,20 @@ async def _load(client: httpx.AsyncClient, url: str, stream: bool, stop: asyncio
             failed.append(1)
 
 
+def _drained(reloader: Reloader, upstream):
+    """A check: the reload's old generation is retired and ``upstream`` has been reached."""
+    async def check() -> bool:
+        return not reloader.draining and len(upstream.requests) > 0
+    return check
+
+
+def _grown(upstream, count: int):
+    """A check: ``upstream`` has received at least ``count`` requests."""
+    async def check() -> bool:
+        return len(upstream.requests) >= count
+    return check
+
+
 async def test_reload_adds_one_backend_and_drains_another_under_load(tmp_path):
     path = tmp_path / "llmroute.yaml"
     async with serve_upstream(["ok"]) as a, serve_upstream(["ok"]) as b:
@@ -85,10 +99,10 @@ async def test_reload_adds_one_backend_and_drains_another_under_load(tmp_path):
             await asyncio.sleep(0.4)
             write_config(path, {"b": b.base_url})
             answer = await client.post(url + "/admin/reload")
-            await asyncio.sleep(0.2)
+            await _until(_drained(reloader, b))  # old generation retired, b serving
             on_a = len(a.requests)
             before_b = len(b.requests)
-            await asyncio.sleep(0.4)
+            await _until(_grown(b, before_b + 10))
             stop.set()
             await asyncio.gather(*clients)
             metrics = (await client.get(url + "/metrics")).text
