@@ -1,10 +1,15 @@
 """uvicorn as llmroute runs it (``api/server.py``): ``X-Forwarded-*`` headers are not read,
 so no client passes itself off as another address or scheme, and no request pays for
-uvicorn's proxy-headers middleware."""
+uvicorn's proxy-headers middleware; a request uvicorn cannot parse gets an OpenAI-shaped
+JSON 400 (``api/protocol.py``), over real HTTP on loopback."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+
 import httpx
+import pytest
 
 from llmroute.api.server import serve_in_background
 
@@ -21,3 +26,52 @@ async def test_forwarded_headers_change_neither_the_client_nor_the_scheme():
         r = await client.get(url + "/", headers={"x-forwarded-for": "203.0.113.9",
                                                  "x-forwarded-proto": "https"})
     assert r.status_code == 204 and seen == [("127.0.0.1", "http")]
+
+
+async def _raw(url: str, data: bytes) -> bytes:
+    """What the server at ``url`` answers to ``data`` sent as is, until it closes."""
+    host, port = url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(data)
+    await writer.drain()
+    try:
+        return await asyncio.wait_for(reader.read(), timeout=5)
+    finally:
+        writer.close()
+
+
+def _split(answer: bytes) -> tuple[str, dict[str, str], bytes]:
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status, *lines = head.decode("latin-1").split("\r\n")
+    return status, dict(line.lower().split(": ", 1) for line in lines), body
+
+
+@pytest.mark.parametrize("request_bytes", [
+    b"GET / HTTP/1.1\r\nhost: x\r\nx-bad: a\x01b\r\n\r\n",  # a control character in a value
+    b"GET / HTTP/1.1\r\nhost: x\r\nbad header: y\r\n\r\n",  # a space in a header name
+    b"THIS IS NOT HTTP\r\n\r\n",
+    b"POST / HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n",
+], ids=["control-char", "header-name", "request-line", "chunk-size"])
+async def test_an_unparseable_request_gets_an_openai_shaped_json_400(request_bytes):
+    called = []
+
+    async def app(scope, receive, send):
+        called.append(scope)
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async with serve_in_background(app) as url:
+        answer = await _raw(url, request_bytes)
+        fine = await _raw(url, b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+    status, headers, body = _split(answer)
+    assert status == "HTTP/1.1 400 Bad Request"
+    assert headers["content-type"] == "application/json"
+    assert headers["connection"] == "close" and int(headers["content-length"]) == len(body)
+    assert len(headers["x-request-id"]) == 32 and "date" in headers
+    error = json.loads(body)["error"]
+    assert error == {"message": error["message"], "type": "invalid_request_error",
+                     "param": None, "code": "invalid_http_request"}
+    assert error["message"].startswith("Invalid HTTP request received")
+    assert fine.startswith(b"HTTP/1.1 204 ")  # the server goes on serving
+    if not request_bytes.startswith(b"POST"):  # refused before the app saw it
+        assert len(called) == 1
