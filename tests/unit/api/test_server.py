@@ -1,11 +1,13 @@
 """uvicorn as llmroute runs it (``api/server.py``): ``X-Forwarded-*`` headers are not read,
 so no client passes itself off as another address or scheme, and no request pays for
 uvicorn's proxy-headers middleware; a request uvicorn cannot parse gets an OpenAI-shaped
-JSON 400 (``api/protocol.py``), over real HTTP on loopback."""
+JSON 400, and one whose headers pass 64 KiB a 431 as soon as they do (``api/protocol.py``),
+over real HTTP on loopback."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 
 import httpx
@@ -75,3 +77,52 @@ async def test_an_unparseable_request_gets_an_openai_shaped_json_400(request_byt
     assert fine.startswith(b"HTTP/1.1 204 ")  # the server goes on serving
     if not request_bytes.startswith(b"POST"):  # refused before the app saw it
         assert len(called) == 1
+
+
+async def _no_content(scope, receive, send):
+    body = b""
+    while True:  # read the whole body, as an endpoint does
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    await send({"type": "http.response.start", "status": 204,
+                "headers": [(b"x-body-bytes", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": b""})
+
+
+@pytest.mark.parametrize("size, end", [(100_000, b""), (20_000_000, b""),
+                                       (70_000, b"\r\n\r\n"), (70_000, b"\r\n\r\nxyz"),
+                                       (300_000, b"\r\n\r\n")],
+                         ids=["100k-open", "20m-open", "70k-whole", "70k-body", "300k-whole"])
+async def test_headers_over_64_kib_get_a_431_before_they_are_read_whole(size, end):
+    """Refused while they are still arriving, or once whole (in one read or several)."""
+    async with serve_in_background(_no_content) as url:
+        host, port = url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        head = b"POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 3" if end.endswith(b"xyz") \
+            else b"GET / HTTP/1.1\r\nhost: x"
+        writer.write(head + b"\r\nx-big: " + b"a" * size + end)
+        with contextlib.suppress(ConnectionError):  # the server stops reading before the end
+            await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), timeout=5)
+        writer.close()
+        fine = await _raw(url, b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+    status, headers, body = _split(answer)
+    assert status == "HTTP/1.1 431 Request Header Fields Too Large"
+    assert headers["connection"] == "close" and headers["content-type"] == "application/json"
+    assert json.loads(body)["error"]["code"] == "headers_too_large"
+    assert "65536 bytes" in json.loads(body)["error"]["message"]
+    assert fine.startswith(b"HTTP/1.1 204 ")
+
+
+async def test_large_bodies_and_keep_alive_requests_are_not_counted_as_headers():
+    """A 10 kB header passes; a 2 MB body (read in many 64-256 KiB reads) is no head; 40
+    requests on one connection, each with 4 kB of headers, are 40 heads of 4 kB."""
+    async with serve_in_background(_no_content) as url, httpx.AsyncClient() as client:
+        big_key = await client.get(url + "/", headers={"x-api-key": "k" * 10_000})
+        body = await client.post(url + "/", content=b"x" * 2_000_000)
+        many = [await client.get(url + "/", headers={"x-pad": "p" * 4000}) for _ in range(40)]
+    assert big_key.status_code == 204
+    assert body.status_code == 204 and body.headers["x-body-bytes"] == "2000000"
+    assert [r.status_code for r in many] == [204] * 40
