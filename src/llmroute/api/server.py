@@ -19,7 +19,8 @@ import structlog
 import uvicorn
 
 from llmroute.api.drain import Drain
-from llmroute.api.protocol import OpenAIErrorsProtocol
+from llmroute.api import protocol
+from llmroute.api.protocol import HttpProtocol
 from llmroute.api.tls import uvicorn_tls
 from llmroute.config_server import TlsConfig
 from llmroute.errors import ConfigError
@@ -54,7 +55,7 @@ def uvicorn_config(app: Any, host: str, port: int, log_level: str, tls: TlsConfi
     uvicorn cannot parse gets an OpenAI-shaped JSON 400 (``api/protocol.py``). ``extra``:
     more ``uvicorn.Config`` arguments."""
     return uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
-                          lifespan="off", proxy_headers=False, http=OpenAIErrorsProtocol,
+                          lifespan="off", proxy_headers=False, http=HttpProtocol,
                           **uvicorn_tls(tls), **extra)
 
 
@@ -90,9 +91,13 @@ class _Server(uvicorn.Server):
             self.should_exit = True
 
     async def on_tick(self, counter: int) -> bool:
-        """uvicorn's tick (every 0.1 s); ends the drain's delay when it is over."""
+        """uvicorn's tick (every 0.1 s); ends the drain's delay when it is over, and every
+        ``SWEEP_TICKS`` ticks refuses the requests whose head or body is late
+        (``api/protocol.py``)."""
         if self.drain.active and self.drain.elapsed(time.monotonic()) >= self.delay_s:
             self.should_exit = True
+        if counter % protocol.SWEEP_TICKS == 0:
+            protocol.sweep(self.server_state.connections, asyncio.get_running_loop().time())
         return await super().on_tick(counter)
 
 
@@ -134,7 +139,7 @@ async def serve_in_background(app: Any, host: str = "127.0.0.1",
                               tls: TlsConfig | None = None) -> AsyncIterator[str]:
     """Serve ``app`` on a free port of ``host`` (HTTPS with ``tls``) while the block runs;
     yields the base URL. Raises RuntimeError if the server cannot start."""
-    server = uvicorn.Server(uvicorn_config(app, host, 0, "warning", tls))
+    server = _Server(uvicorn_config(app, host, 0, "warning", tls))
     task = asyncio.create_task(server.serve())
     while not server.started:
         if task.done():

@@ -1,18 +1,20 @@
 """uvicorn as llmroute runs it (``api/server.py``): ``X-Forwarded-*`` headers are not read,
 so no client passes itself off as another address or scheme, and no request pays for
 uvicorn's proxy-headers middleware; a request uvicorn cannot parse gets an OpenAI-shaped
-JSON 400, and one whose headers pass 64 KiB a 431 as soon as they do (``api/protocol.py``),
-over real HTTP on loopback."""
+JSON 400, one whose headers pass 64 KiB a 431 as soon as they do, one whose head or body
+trickles in past its timeout a 408 (``api/protocol.py``), over real HTTP on loopback."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
+import time
 
 import httpx
 import pytest
 
+from llmroute.api import protocol
 from llmroute.api.server import serve_in_background
 
 
@@ -103,10 +105,12 @@ async def test_headers_over_64_kib_get_a_431_before_they_are_read_whole(size, en
         head = b"POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 3" if end.endswith(b"xyz") \
             else b"GET / HTTP/1.1\r\nhost: x"
         writer.write(head + b"\r\nx-big: " + b"a" * size + end)
-        with contextlib.suppress(ConnectionError):  # the server stops reading before the end
-            await writer.drain()
-        answer = await asyncio.wait_for(reader.read(), timeout=5)
-        writer.close()
+        try:
+            with contextlib.suppress(ConnectionError):  # the server stops reading early
+                await writer.drain()
+            answer = await asyncio.wait_for(reader.read(), timeout=5)
+        finally:
+            writer.close()
         fine = await _raw(url, b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
     status, headers, body = _split(answer)
     assert status == "HTTP/1.1 431 Request Header Fields Too Large"
@@ -126,3 +130,82 @@ async def test_large_bodies_and_keep_alive_requests_are_not_counted_as_headers()
     assert big_key.status_code == 204
     assert body.status_code == 204 and body.headers["x-body-bytes"] == "2000000"
     assert [r.status_code for r in many] == [204] * 40
+
+
+@pytest.fixture
+def short_timeouts(monkeypatch):
+    """Head and body timeouts of 0.3 s instead of 60 s, checked every 0.1 s tick."""
+    monkeypatch.setattr(protocol, "HEAD_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(protocol, "BODY_IDLE_S", 0.3)
+    monkeypatch.setattr(protocol, "SWEEP_TICKS", 1)
+
+
+async def _slow(url: str, parts: list[bytes], gap_s: float) -> tuple[bytes, float]:
+    """Send ``parts`` ``gap_s`` apart (stopping if the server closes); the answer and the
+    time from the first part to the server's close."""
+    host, port = url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    started = time.monotonic()
+    read = asyncio.create_task(asyncio.wait_for(reader.read(), timeout=10))
+    try:
+        for part in parts:
+            if read.done():
+                break
+            writer.write(part)
+            with contextlib.suppress(ConnectionError):
+                await writer.drain()
+            await asyncio.sleep(gap_s)
+        answer = await read
+    finally:
+        writer.close()  # the server's shutdown waits for open requests
+    return answer, time.monotonic() - started
+
+
+async def test_a_head_that_trickles_in_gets_a_408(short_timeouts):
+    seen = []
+
+    async def app(scope, receive, send):
+        seen.append(scope)
+        await _no_content(scope, receive, send)
+
+    async with serve_in_background(app) as url:
+        answer, took = await _slow(url, [b"GET / HTTP/1.1\r\n"] + [b"x-a: b\r\n"] * 20, 0.05)
+    status, headers, body = _split(answer)
+    assert status == "HTTP/1.1 408 Request Timeout" and headers["connection"] == "close"
+    assert json.loads(body)["error"]["code"] == "request_timeout"
+    assert 0.3 <= took < 0.9 and seen == []
+
+
+async def test_a_body_that_stops_coming_gets_a_408_and_the_app_sees_the_client_leave(
+        short_timeouts):
+    got = []
+
+    async def app(scope, receive, send):
+        while True:
+            message = await receive()
+            got.append(message["type"])
+            if message["type"] == "http.disconnect" or not message.get("more_body"):
+                return
+
+    async with serve_in_background(app) as url:
+        answer, _ = await _slow(url, [b"POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 10\r\n"
+                                      b"\r\nabc"], 0.0)
+    assert answer.startswith(b"HTTP/1.1 408 Request Timeout")
+    assert json.loads(_split(answer)[2])["error"]["code"] == "request_timeout"
+    assert got[-1] == "http.disconnect"
+
+
+async def test_slow_but_steady_clients_and_idle_keep_alive_are_served(short_timeouts):
+    """A body sent a byte every 0.1 s for 1.5 s (never idle 0.3 s) is read whole; a
+    keep-alive connection idle between requests gets no 408; a head sent whole then a
+    pause is not late."""
+    async with serve_in_background(_no_content) as url:
+        steady, took = await _slow(url, [b"POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 15\r\n"
+                                         b"connection: close\r\n\r\n"] + [b"y"] * 15, 0.1)
+        async with httpx.AsyncClient() as client:
+            first = await client.get(url + "/")
+            await asyncio.sleep(0.6)
+            second = await client.get(url + "/")
+    assert steady.startswith(b"HTTP/1.1 204 ") and b"x-body-bytes: 15" in steady
+    assert took > 1.4
+    assert first.status_code == second.status_code == 204
