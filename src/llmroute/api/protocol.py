@@ -19,7 +19,8 @@ connection closes (the byte stream can no longer be trusted to hold a next reque
 The close lingers, as nginx's does: the answer is sent and the writing side shut (FIN),
 and whatever the client still sends is read and dropped for up to ``LINGER_S`` — closing
 with unread bytes would reset the connection and could destroy the answer before the
-client read it.
+client read it. A 431 or 408 is logged (``http_refused``, with the client's address); uvicorn
+logs its own parse errors.
 
 The timeouts are checked by ``sweep``, which the server runs once a second (``SWEEP_TICKS``
 of uvicorn's 0.1 s ticks) over its connections, not by a timer per request: a client that
@@ -38,11 +39,13 @@ from collections.abc import Iterable
 from typing import Any
 
 import orjson
+import structlog
 import uuid_utils
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from llmroute.errors import InvalidRequest, to_openai
 
+log = structlog.get_logger("llmroute.http")
 MAX_HEAD_BYTES = 64 * 1024
 """The most bytes a request's line and headers may take (64 KiB: Envoy's default bound is
 60 KiB, ``max_request_headers_kb``; nginx's is 4 buffers of 8 KiB; a 10 kB API key fits).
@@ -193,6 +196,9 @@ class HttpProtocol(HttpToolsProtocol):
         if self._refused:
             return
         self._refused = True
+        if status != 400:  # uvicorn logs its own parse errors
+            log.warning("http_refused", status=status, code=code,
+                        client=self.client[0] if self.client else None)
         transport = self.transport
         transport.write(refusal(status, message, code, self.server_state.default_headers))
         if transport.can_write_eof():  # TLS cannot half-close

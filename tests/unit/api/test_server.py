@@ -13,6 +13,7 @@ import time
 
 import httpx
 import pytest
+from structlog.testing import capture_logs
 
 from llmroute.api import protocol
 from llmroute.api.server import serve_in_background
@@ -169,11 +170,15 @@ async def test_a_head_that_trickles_in_gets_a_408(short_timeouts):
         await _no_content(scope, receive, send)
 
     async with serve_in_background(app) as url:
-        answer, took = await _slow(url, [b"GET / HTTP/1.1\r\n"] + [b"x-a: b\r\n"] * 20, 0.05)
+        with capture_logs() as logs:
+            answer, took = await _slow(url, [b"GET / HTTP/1.1\r\n"] + [b"x-a: b\r\n"] * 20,
+                                       0.05)
     status, headers, body = _split(answer)
     assert status == "HTTP/1.1 408 Request Timeout" and headers["connection"] == "close"
     assert json.loads(body)["error"]["code"] == "request_timeout"
     assert 0.3 <= took < 0.9 and seen == []
+    assert [(e["event"], e["status"], e["client"]) for e in logs] == [
+        ("http_refused", 408, "127.0.0.1")]
 
 
 async def test_a_body_that_stops_coming_gets_a_408_and_the_app_sees_the_client_leave(
