@@ -14,6 +14,7 @@ import contextlib
 import json
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -152,6 +153,18 @@ def _set_backends(config: Path, backends: dict[str, str]) -> None:
     config.write_text(yaml.safe_dump(data))
 
 
+async def _quiet(upstream, quiet_s: float = 0.5, limit_s: float = 10.0) -> None:
+    """Wait until ``upstream`` has received no new request for ``quiet_s`` seconds (at most
+    ``limit_s``)."""
+    deadline = time.monotonic() + limit_s
+    seen, since = len(upstream.requests), time.monotonic()
+    while time.monotonic() - since < quiet_s:
+        assert time.monotonic() < deadline, "the removed backend kept receiving requests"
+        await asyncio.sleep(0.05)
+        if len(upstream.requests) != seen:
+            seen, since = len(upstream.requests), time.monotonic()
+
+
 def _reload(replica: Replica) -> dict:
     """``llmroute reload`` against ``replica``, as the operator would; its JSON answer."""
     done = subprocess.run([sys.executable, "-m", "llmroute.cli.main", "reload", "--url",
@@ -176,7 +189,7 @@ async def test_reload_on_every_replica_adds_and_removes_a_backend_without_a_fail
             await asyncio.sleep(1.0)
             _set_backends(config, {"b": b.base_url})
             removed = [await asyncio.to_thread(_reload, r) for r in replicas]
-            await asyncio.sleep(0.2)
+            await _quiet(a)  # requests routed to a before the reloads have reached it
             on_a, on_b = len(a.requests), len(b.requests)
             await asyncio.sleep(1.0)
             stop.set()
