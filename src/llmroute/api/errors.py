@@ -44,16 +44,21 @@ def keep_request_id(scope: Scope, given: str | None) -> str:
     """The request's id, kept in the ASGI ``scope`` (not request.state: its misses raise)
     so every answer names the same one: the one kept already, else the request's
     ``x-request-id`` value ``given`` when ``_KEPT_ID`` matches it (a 10 kB or non-ASCII id
-    is not forwarded to the engines, echoed or logged), else a new UUIDv7 (RFC 9562 §5.7) as
-    32 hex digits: 48 bits of Unix time in ms, then 74 random bits. Ids made here sort by
-    arrival, so the decision audit's ``request_id`` index grows at its right edge instead
-    of rewriting a random page per record (a third of a record's insert cost); they are
-    unique, not secret, and valid W3C trace ids."""
+    is not forwarded to the engines, echoed or logged), else ``new_request_id()``."""
     rid = scope.get(_SCOPE_KEY)
     if rid is None:
         keep = given is not None and _KEPT_ID.match(given) is not None
-        rid = scope[_SCOPE_KEY] = given if keep else uuid_utils.uuid7().hex
+        rid = scope[_SCOPE_KEY] = given if keep else new_request_id()
     return rid
+
+
+def new_request_id() -> str:
+    """A new request id: a UUIDv7 (RFC 9562 §5.7) as 32 hex digits, 48 bits of Unix time in
+    ms, then 74 random bits. Ids made here sort by arrival, so the decision audit's
+    ``request_id`` index grows at its right edge instead of rewriting a random page per
+    record (a third of a record's insert cost); they are unique, not secret, and valid W3C
+    trace ids."""
+    return uuid_utils.uuid7().hex
 
 
 _SCOPE_KEY = "llmroute.request_id"

@@ -40,9 +40,9 @@ from typing import Any
 
 import orjson
 import structlog
-import uuid_utils
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from llmroute.api.errors import new_request_id
 from llmroute.errors import InvalidRequest, to_openai
 
 log = structlog.get_logger("llmroute.http")
@@ -76,7 +76,7 @@ def refusal(status: int, message: str, code: str,
     head += [name + b": " + value + b"\r\n" for name, value in default_headers]
     head += [b"content-type: application/json\r\n",
              b"content-length: %d\r\n" % len(data),
-             b"x-request-id: " + uuid_utils.uuid7().hex.encode() + b"\r\n",
+             b"x-request-id: " + new_request_id().encode() + b"\r\n",
              b"connection: close\r\n\r\n", data]
     return b"".join(head)
 

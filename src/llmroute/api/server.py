@@ -20,7 +20,6 @@ import uvicorn
 
 from llmroute.api import protocol
 from llmroute.api.drain import Drain
-from llmroute.api.protocol import HttpProtocol
 from llmroute.api.tls import uvicorn_tls
 from llmroute.config_server import TlsConfig
 from llmroute.errors import ConfigError
@@ -55,7 +54,7 @@ def uvicorn_config(app: Any, host: str, port: int, log_level: str, tls: TlsConfi
     ``api/protocol.HttpProtocol``: OpenAI-shaped refusals of unparseable (400), oversized
     (431) and slow (408) requests. ``extra``: more ``uvicorn.Config`` arguments."""
     return uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
-                          lifespan="off", proxy_headers=False, http=HttpProtocol,
+                          lifespan="off", proxy_headers=False, http=protocol.HttpProtocol,
                           **uvicorn_tls(tls), **extra)
 
 
