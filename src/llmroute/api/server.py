@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import signal
 import socket
 import time
@@ -20,6 +21,7 @@ import uvicorn
 
 from llmroute.api import protocol
 from llmroute.api.drain import Drain
+from llmroute.api.protocol import HttpBounds
 from llmroute.api.tls import uvicorn_tls
 from llmroute.config_server import TlsConfig
 from llmroute.errors import ConfigError
@@ -29,22 +31,24 @@ log = structlog.get_logger("llmroute.server")
 
 async def serve_app(app: Any, host: str, port: int, log_level: str = "info",
                     sock: socket.socket | None = None, *, drain_delay_s: float = 0.0,
-                    drain_timeout_s: float | None = None, tls: TlsConfig | None = None) -> None:
+                    drain_timeout_s: float | None = None, tls: TlsConfig | None = None,
+                    bounds: HttpBounds | None = None) -> None:
     """Serve ``app`` on ``host:port`` (HTTPS with ``tls``, checked beforehand by
-    ``api.tls.check_tls``) until SIGINT/SIGTERM (its lifespan is not run); on
+    ``api.tls.check_tls``; ``bounds`` on what a client may make it hold, None: the
+    defaults) until SIGINT/SIGTERM (its lifespan is not run); on
     ``sock`` when given (``bind_socket``'s, bound to that address), which uvicorn then
     listens on. SIGTERM drains first (``api/drain.py``: ``drain_delay_s`` seconds refusing
     new requests with 503 while still listening, then up to ``drain_timeout_s`` seconds —
     None: no bound — for accepted ones) and returns normally (the caller then stops the
     engines; the process exits 0)."""
-    config = uvicorn_config(app, host, port, log_level, tls,
+    config = uvicorn_config(app, host, port, log_level, tls, bounds,
                             timeout_graceful_shutdown=drain_timeout_s)
     server = _Server(config, app.drain, drain_delay_s)
     await server.serve(sockets=[sock] if sock is not None else None)
 
 
 def uvicorn_config(app: Any, host: str, port: int, log_level: str, tls: TlsConfig | None,
-                   **extra: Any) -> uvicorn.Config:
+                   bounds: HttpBounds | None = None, **extra: Any) -> uvicorn.Config:
     """uvicorn's settings for every server of llmroute's: no access log (llmroute writes
     its own request line), no lifespan (the caller opens the runtime), TLS from ``tls``,
     and ``X-Forwarded-For``/``-Proto`` not read: llmroute uses neither the client's
@@ -52,9 +56,12 @@ def uvicorn_config(app: Any, host: str, port: int, log_level: str, tls: TlsConfi
     peers on 127.0.0.1) would only let a local client pass itself off as another, for
     ~0.9 µs a request (its call around a no-op app: 1.07 µs against 0.17). The protocol is
     ``api/protocol.HttpProtocol``: OpenAI-shaped refusals of unparseable (400), oversized
-    (431) and slow (408) requests. ``extra``: more ``uvicorn.Config`` arguments."""
+    (431) and slow (408) requests, past ``bounds`` (None: ``HttpBounds()``'s defaults).
+    ``extra``: more ``uvicorn.Config`` arguments."""
+    # uvicorn builds each connection's protocol by calling this with its own arguments
+    http: Any = functools.partial(protocol.HttpProtocol, bounds=bounds or HttpBounds())
     return uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
-                          lifespan="off", proxy_headers=False, http=protocol.HttpProtocol,
+                          lifespan="off", proxy_headers=False, http=http,
                           **uvicorn_tls(tls), **extra)
 
 
@@ -135,10 +142,12 @@ def _reason(err: BaseException) -> str:
 
 @contextlib.asynccontextmanager
 async def serve_in_background(app: Any, host: str = "127.0.0.1",
-                              tls: TlsConfig | None = None) -> AsyncIterator[str]:
-    """Serve ``app`` on a free port of ``host`` (HTTPS with ``tls``) while the block runs;
-    yields the base URL. Raises RuntimeError if the server cannot start."""
-    server = _Server(uvicorn_config(app, host, 0, "warning", tls))
+                              tls: TlsConfig | None = None,
+                              bounds: HttpBounds | None = None) -> AsyncIterator[str]:
+    """Serve ``app`` on a free port of ``host`` (HTTPS with ``tls``; ``bounds`` as
+    ``serve_app``'s) while the block runs; yields the base URL. Raises RuntimeError if the
+    server cannot start."""
+    server = _Server(uvicorn_config(app, host, 0, "warning", tls, bounds))
     task = asyncio.create_task(server.serve())
     while not server.started:
         if task.done():
