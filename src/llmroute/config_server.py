@@ -52,8 +52,12 @@ class TlsConfig(_Strict):
 
 
 class ServerConfig(_Strict):
-    """HTTP server: bind address, ``max_body_bytes`` (bytes, default 4 MiB) and the graceful
-    shutdown on SIGTERM (``api/drain.py``): ``drain_delay_s`` seconds of refusing new
+    """HTTP server: bind address, ``max_body_bytes`` (bytes, default 4 MiB), what a client
+    may make the server hold (``api/protocol.HttpBounds``): ``max_header_bytes`` of request
+    line and headers (default 64 KiB; more gets a 431), ``header_timeout_s`` for them to
+    arrive from their first byte and ``body_timeout_s`` without a byte of a body being read
+    (default 60 s each, nginx's ``client_header_timeout``/``client_body_timeout``; later
+    gets a 408), and the graceful shutdown on SIGTERM (``api/drain.py``): ``drain_delay_s`` seconds of refusing new
     requests (503) and failing ``/ready`` while still listening, then up to
     ``drain_timeout_s`` seconds for accepted requests and streams to finish. ``tls``: serve
     HTTPS (None: plain HTTP; ``llmroute serve --ssl-certfile/--ssl-keyfile`` set it too)."""
@@ -61,6 +65,9 @@ class ServerConfig(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
     max_body_bytes: int = Field(4 * 1024 * 1024, gt=0)
+    max_header_bytes: int = Field(64 * 1024, ge=1024)
+    header_timeout_s: float = Field(60.0, gt=0)
+    body_timeout_s: float = Field(60.0, gt=0)
     drain_delay_s: float = Field(5.0, ge=0)
     drain_timeout_s: float = Field(30.0, ge=0)
     cors: CorsConfig = CorsConfig()

@@ -24,6 +24,7 @@ from llmroute.assemble import serve as serve_module
 from llmroute.cli.main import main
 from llmroute.config import parse_config
 from llmroute.errors import ConfigError
+from tests.fakes.fleet import Replica
 
 CONFIG = """\
 pools: {general: {}}
@@ -123,3 +124,26 @@ def test_a_copied_config_without_its_strategies_folder_exits_2_before_any_engine
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert f"{tmp_path / 'strategies'}: cannot read the strategies directory" in err
+
+
+
+@pytest.mark.slow
+def test_the_config_s_header_bound_reaches_the_served_protocol(tmp_path):
+    """``server.max_header_bytes: 2048`` in the config: ``llmroute serve`` refuses 3 kB of
+    headers with a 431 naming 2048 bytes, and serves 1 kB."""
+    config = tmp_path / "router.yaml"
+    config.write_text("server: {max_header_bytes: 2048, drain_delay_s: 0}\n"
+                      "gate: {kind: off}\n" + CONFIG)
+    with bind_socket("127.0.0.1", 0) as probe:
+        port = probe.getsockname()[1]
+    replica = Replica(config, port)
+    try:
+        replica.wait_ready()
+        big = httpx.get(replica.url + "/health", headers={"x-pad": "p" * 3000}, timeout=5)
+        small = httpx.get(replica.url + "/health", headers={"x-pad": "p" * 1000}, timeout=5)
+    finally:
+        replica.stop()
+    assert big.status_code == 431
+    assert big.json()["error"]["code"] == "headers_too_large"
+    assert "over 2048 bytes" in big.json()["error"]["message"]
+    assert small.status_code == 200

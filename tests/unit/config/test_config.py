@@ -56,6 +56,11 @@ BAD = [
     ("empty-pool", GOOD.replace("  long: {}", "  long: {}\n  spare: {}"), "r.yaml:4: pools.spare"),
     ("yaml-syntax", GOOD.replace("pools:", "pools: [", 1), "r.yaml:"),
     ("not-a-mapping", "- 1\n- 2\n", "r.yaml:1:"),
+    ("header-bound", "server: {max_header_bytes: 100}\n" + GOOD,
+     "r.yaml:1: server.max_header_bytes"),
+    ("header-timeout", "server: {header_timeout_s: 0}\n" + GOOD,
+     "r.yaml:1: server.header_timeout_s"),
+    ("body-timeout", "server: {body_timeout_s: -1}\n" + GOOD, "r.yaml:1: server.body_timeout_s"),
 ]
 
 
