@@ -52,13 +52,20 @@ class TlsConfig(_Strict):
 
 
 class ServerConfig(_Strict):
-    """HTTP server: bind address, ``max_body_bytes`` (bytes, default 4 MiB), what a client
-    may make the server hold (``api/protocol.HttpBounds``): ``max_header_bytes`` of request
-    line and headers (default 64 KiB; more gets a 431), ``header_timeout_s`` for them to
-    arrive from their first byte and ``body_timeout_s`` without a byte of a body being read
-    (default 60 s each, nginx's ``client_header_timeout``/``client_body_timeout``; later
-    gets a 408), and the graceful shutdown on SIGTERM (``api/drain.py``): ``drain_delay_s`` seconds of refusing new
-    requests (503) and failing ``/ready`` while still listening, then up to
+    """HTTP server: bind address, ``max_body_bytes`` (bytes, default 4 MiB), and what a
+    client may make the server hold (``api/protocol.HttpProtocol`` reads these):
+
+    * ``max_header_bytes``: the most bytes a request's line and headers may take; more gets
+      a 431 (default 64 KiB: Envoy's default bound is 60 KiB, ``max_request_headers_kb``;
+      nginx's is 4 buffers of 8 KiB; a 10 kB API key fits). Checked per read, so at most
+      one read (256 KiB) more is buffered before the refusal;
+    * ``header_timeout_s``: how long a request's line and headers may take to arrive, from
+      their first byte; later gets a 408 (s; default 60, nginx's ``client_header_timeout``);
+    * ``body_timeout_s``: how long a request body may go without a byte arriving while the
+      server reads it; longer gets a 408 (s; default 60, nginx's ``client_body_timeout``).
+
+    Then the graceful shutdown on SIGTERM (``api/drain.py``): ``drain_delay_s`` seconds of
+    refusing new requests (503) and failing ``/ready`` while still listening, then up to
     ``drain_timeout_s`` seconds for accepted requests and streams to finish. ``tls``: serve
     HTTPS (None: plain HTTP; ``llmroute serve --ssl-certfile/--ssl-keyfile`` set it too)."""
 

@@ -7,11 +7,11 @@ connection closes (the byte stream can no longer be trusted to hold a next reque
 * a request uvicorn cannot parse — a malformed request line, a header with a control
   character or an invalid name, a broken chunked body — gets a 400 ``invalid_http_request``
   instead of uvicorn's plain-text one;
-* a request whose line and headers pass ``HttpBounds.max_head_bytes`` gets a 431
+* a request whose line and headers pass ``server.max_header_bytes`` gets a 431
   ``headers_too_large`` (RFC 6585 §5) as soon as they do. uvicorn's httptools protocol sets
   no such bound: a 100 MB header was read whole, taking 300 MB and 13 s of the event loop;
-* a request whose line and headers take over ``HttpBounds.head_timeout_s`` to arrive,
-  or whose body stops arriving for ``body_idle_s`` (while the server itself is reading),
+* a request whose line and headers take over ``server.header_timeout_s`` to arrive,
+  or whose body stops arriving for ``body_timeout_s`` (while the server itself is reading),
   gets a 408 ``request_timeout`` (RFC 9110 §15.5.9); the app reading that body sees the
   client disconnect. uvicorn bounds neither: a client sending a byte every few seconds (slowloris)
   held its connection, and the request task reading its body, for as long as it liked.
@@ -36,7 +36,6 @@ bound (``bench/overhead.py`` measures the server as a whole).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -44,28 +43,10 @@ import structlog
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from llmroute.api.errors import new_request_id
+from llmroute.config_server import ServerConfig
 from llmroute.errors import InvalidRequest, to_openai
 
 log = structlog.get_logger("llmroute.http")
-
-
-@dataclass(frozen=True, slots=True)
-class HttpBounds:
-    """What a client may make the server hold (``server:`` in the config sets them):
-
-    * ``max_head_bytes``: the most bytes a request's line and headers may take (default
-      64 KiB: Envoy's default bound is 60 KiB, ``max_request_headers_kb``; nginx's is 4
-      buffers of 8 KiB; a 10 kB API key fits). Checked per read, so at most one read
-      (256 KiB) more is buffered before the refusal;
-    * ``head_timeout_s``: how long a request's line and headers may take to arrive, from
-      their first byte (s; default 60, nginx's ``client_header_timeout`` default);
-    * ``body_idle_s``: how long a request body may go without a byte arriving while the
-      server reads it (s; default 60, nginx's ``client_body_timeout`` default).
-    """
-
-    max_head_bytes: int = 64 * 1024
-    head_timeout_s: float = 60.0
-    body_idle_s: float = 60.0
 
 
 SWEEP_TICKS = 10
@@ -94,14 +75,15 @@ def refusal(status: int, message: str, code: str,
 
 
 class HttpProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with llmroute's ``bounds`` and refusals (module
-    docstring); pass it as ``uvicorn.Config(http=functools.partial(HttpProtocol,
-    bounds=…))`` (``api/server.uvicorn_config`` does)."""
+    """uvicorn's httptools protocol with the bounds of ``limits`` (the config's
+    ``server:``, whose ``max_header_bytes``, ``header_timeout_s`` and ``body_timeout_s``
+    it reads) and llmroute's refusals (module docstring); pass it as
+    ``uvicorn.Config(http=functools.partial(HttpProtocol, limits=…))``
+    (``api/server.uvicorn_config`` does)."""
 
-    def __init__(self, *args: Any, bounds: HttpBounds = HttpBounds(), **kwargs: Any):
+    def __init__(self, *args: Any, limits: ServerConfig = ServerConfig(), **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.bounds = bounds
-        self._max_head = bounds.max_head_bytes
+        self.limits = limits
         self._in_head = True  # reading a request's line and headers (not its body)
         self._head_open = False  # a head's first byte came, its end not yet
         self._head_bytes = 0  # bytes read of it so far, in reads that held nothing else
@@ -114,7 +96,7 @@ class HttpProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         """uvicorn's parsing; then the bounds: the head bytes counted (in a read that
         held only head bytes: the head neither ended in it nor began after an earlier
-        request's end in it) and refused past ``bounds.max_head_bytes``, and the time
+        request's end in it) and refused past ``limits.max_header_bytes``, and the time
         noted when the read left a head or a body incomplete (``check``)."""
         if self._refused:
             return
@@ -126,7 +108,7 @@ class HttpProtocol(HttpToolsProtocol):
         if self._head_open:
             if counting and self._completed == completed:
                 self._head_bytes += len(data)
-                if self._head_bytes > self._max_head:
+                if self._head_bytes > self.limits.max_header_bytes:
                     self._too_large()
                     return
             if self._head_since is None:
@@ -141,9 +123,9 @@ class HttpProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         """The head was read: the bytes that follow are its body. A head that may pass
-        ``bounds.max_head_bytes`` (the bytes counted and this read's together do) is measured and,
-        when it does, refused; the request never reaches the app."""
-        limit = self._max_head
+        ``limits.max_header_bytes`` (the bytes counted and this read's together do) is
+        measured and, when it does, refused; the request never reaches the app."""
+        limit = self.limits.max_header_bytes
         self._in_head = self._head_open = False
         self._head_since = None
         if self._head_bytes + self._read > limit and _head_size(
@@ -171,24 +153,24 @@ class HttpProtocol(HttpToolsProtocol):
                           "request.", "invalid_http_request")
 
     def check(self, now: float) -> None:
-        """Refuse with 408 a head begun over ``bounds.head_timeout_s`` ago, or a body with no
-        byte for ``bounds.body_idle_s`` (``now``: the loop's time, s). While the server has paused
-        reading (its app has not taken what came) the body waits on the app, not on the
-        client, and the idle time starts again."""
+        """Refuse with 408 a head begun over ``limits.header_timeout_s`` ago, or a body with
+        no byte for ``limits.body_timeout_s`` (``now``: the loop's time, s). While the
+        server has paused reading (its app has not taken what came) the body waits on the
+        app, not on the client, and the idle time starts again."""
         if self._refused:
             return
-        bounds = self.bounds
-        if self._head_since is not None and now - self._head_since >= bounds.head_timeout_s:
+        limits = self.limits
+        if self._head_since is not None and now - self._head_since >= limits.header_timeout_s:
             self._late_head()
         elif self._body_read is not None:
             if self.flow.read_paused:
                 self._body_read = now
-            elif now - self._body_read >= bounds.body_idle_s:
+            elif now - self._body_read >= limits.body_timeout_s:
                 self._idle_body()
 
     def _late_head(self) -> None:
         self._refuse(408, f"The request line and headers did not arrive within "
-                          f"{self.bounds.head_timeout_s:g} s.", "request_timeout")
+                          f"{self.limits.header_timeout_s:g} s.", "request_timeout")
 
     def _idle_body(self) -> None:
         """Refuse the stalled body; the app reading it sees the client disconnect."""
@@ -201,11 +183,12 @@ class HttpProtocol(HttpToolsProtocol):
                 self.transport.close()
                 return
         self._refuse(408, f"The request body stopped arriving: nothing for "
-                          f"{self.bounds.body_idle_s:g} s.", "request_timeout")
+                          f"{self.limits.body_timeout_s:g} s.", "request_timeout")
 
     def _too_large(self) -> None:
-        self._refuse(431, f"The request line and headers take over {self._max_head} bytes, "
-                          "the most this server reads.", "headers_too_large")
+        self._refuse(431, f"The request line and headers take over "
+                          f"{self.limits.max_header_bytes} bytes, the most this server "
+                          "reads.", "headers_too_large")
 
     def _refuse(self, status: int, message: str, code: str) -> None:
         """Send the refusal, shut the writing side and close ``LINGER_S`` later, dropping

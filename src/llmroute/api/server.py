@@ -21,9 +21,8 @@ import uvicorn
 
 from llmroute.api import protocol
 from llmroute.api.drain import Drain
-from llmroute.api.protocol import HttpBounds
 from llmroute.api.tls import uvicorn_tls
-from llmroute.config_server import TlsConfig
+from llmroute.config_server import ServerConfig, TlsConfig
 from llmroute.errors import ConfigError
 
 log = structlog.get_logger("llmroute.server")
@@ -32,23 +31,23 @@ log = structlog.get_logger("llmroute.server")
 async def serve_app(app: Any, host: str, port: int, log_level: str = "info",
                     sock: socket.socket | None = None, *, drain_delay_s: float = 0.0,
                     drain_timeout_s: float | None = None, tls: TlsConfig | None = None,
-                    bounds: HttpBounds | None = None) -> None:
+                    limits: ServerConfig | None = None) -> None:
     """Serve ``app`` on ``host:port`` (HTTPS with ``tls``, checked beforehand by
-    ``api.tls.check_tls``; ``bounds`` on what a client may make it hold, None: the
+    ``api.tls.check_tls``; with the header and body bounds of ``limits``, None: the
     defaults) until SIGINT/SIGTERM (its lifespan is not run); on
     ``sock`` when given (``bind_socket``'s, bound to that address), which uvicorn then
     listens on. SIGTERM drains first (``api/drain.py``: ``drain_delay_s`` seconds refusing
     new requests with 503 while still listening, then up to ``drain_timeout_s`` seconds —
     None: no bound — for accepted ones) and returns normally (the caller then stops the
     engines; the process exits 0)."""
-    config = uvicorn_config(app, host, port, log_level, tls, bounds,
+    config = uvicorn_config(app, host, port, log_level, tls, limits,
                             timeout_graceful_shutdown=drain_timeout_s)
     server = _Server(config, app.drain, drain_delay_s)
     await server.serve(sockets=[sock] if sock is not None else None)
 
 
 def uvicorn_config(app: Any, host: str, port: int, log_level: str, tls: TlsConfig | None,
-                   bounds: HttpBounds | None = None, **extra: Any) -> uvicorn.Config:
+                   limits: ServerConfig | None = None, **extra: Any) -> uvicorn.Config:
     """uvicorn's settings for every server of llmroute's: no access log (llmroute writes
     its own request line), no lifespan (the caller opens the runtime), TLS from ``tls``,
     and ``X-Forwarded-For``/``-Proto`` not read: llmroute uses neither the client's
@@ -56,10 +55,10 @@ def uvicorn_config(app: Any, host: str, port: int, log_level: str, tls: TlsConfi
     peers on 127.0.0.1) would only let a local client pass itself off as another, for
     ~0.9 µs a request (its call around a no-op app: 1.07 µs against 0.17). The protocol is
     ``api/protocol.HttpProtocol``: OpenAI-shaped refusals of unparseable (400), oversized
-    (431) and slow (408) requests, past ``bounds`` (None: ``HttpBounds()``'s defaults).
+    (431) and slow (408) requests, past ``limits``' bounds (None: the defaults).
     ``extra``: more ``uvicorn.Config`` arguments."""
     # uvicorn builds each connection's protocol by calling this with its own arguments
-    http: Any = functools.partial(protocol.HttpProtocol, bounds=bounds or HttpBounds())
+    http: Any = functools.partial(protocol.HttpProtocol, limits=limits or ServerConfig())
     return uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
                           lifespan="off", proxy_headers=False, http=http,
                           **uvicorn_tls(tls), **extra)
@@ -143,11 +142,11 @@ def _reason(err: BaseException) -> str:
 @contextlib.asynccontextmanager
 async def serve_in_background(app: Any, host: str = "127.0.0.1",
                               tls: TlsConfig | None = None,
-                              bounds: HttpBounds | None = None) -> AsyncIterator[str]:
-    """Serve ``app`` on a free port of ``host`` (HTTPS with ``tls``; ``bounds`` as
+                              limits: ServerConfig | None = None) -> AsyncIterator[str]:
+    """Serve ``app`` on a free port of ``host`` (HTTPS with ``tls``; ``limits`` as
     ``serve_app``'s) while the block runs; yields the base URL. Raises RuntimeError if the
     server cannot start."""
-    server = _Server(uvicorn_config(app, host, 0, "warning", tls, bounds))
+    server = _Server(uvicorn_config(app, host, 0, "warning", tls, limits))
     task = asyncio.create_task(server.serve())
     while not server.started:
         if task.done():

@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from starlette.applications import Starlette
 
 from llmroute.api.app import create_app
-from llmroute.api.protocol import HttpBounds
 from llmroute.api.server import bind_socket, serve_app
 from llmroute.api.tls import check_tls
 from llmroute.assemble.discovery import discovering
@@ -20,7 +19,6 @@ from llmroute.assemble.generations import Generations
 from llmroute.assemble.reload import Reloader
 from llmroute.assemble.runtime import Progress, open_runtime
 from llmroute.config import Config
-from llmroute.config_server import ServerConfig
 from llmroute.runtime import Runtime
 
 GC_YOUNG_THRESHOLD = 10_000
@@ -73,12 +71,7 @@ async def _serve_runtime(config: Config, rt: Runtime, gens: Generations,
             await serve_app(app, host, port, log_level, sock,
                             drain_delay_s=config.server.drain_delay_s,
                             drain_timeout_s=config.server.drain_timeout_s,
-                            tls=config.server.tls, bounds=http_bounds(config.server))
-
-
-def http_bounds(server: ServerConfig) -> HttpBounds:
-    """The protocol's bounds (``api/protocol.HttpBounds``) that ``server`` sets."""
-    return HttpBounds(server.max_header_bytes, server.header_timeout_s, server.body_timeout_s)
+                            tls=config.server.tls, limits=config.server)
 
 
 @contextlib.contextmanager

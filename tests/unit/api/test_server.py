@@ -16,8 +16,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from llmroute.api import protocol
-from llmroute.api.protocol import HttpBounds
 from llmroute.api.server import serve_in_background
+from llmroute.config_server import ServerConfig
 
 
 async def test_forwarded_headers_change_neither_the_client_nor_the_scheme():
@@ -135,9 +135,10 @@ async def test_large_bodies_and_keep_alive_requests_are_not_counted_as_headers()
 
 
 async def test_a_configured_bound_refuses_smaller_heads_and_names_itself():
-    """``max_head_bytes`` of 4 KiB: a 5 kB header gets the 431 (naming 4096 bytes), a 3 kB
+    """``max_header_bytes`` of 4 KiB: a 5 kB header gets the 431 (naming 4096 bytes), a 3 kB
     one is served."""
-    async with serve_in_background(_no_content, bounds=HttpBounds(max_head_bytes=4096)) as url:
+    limits = ServerConfig(max_header_bytes=4096)
+    async with serve_in_background(_no_content, limits=limits) as url:
         big = await _raw(url, b"GET / HTTP/1.1\r\nhost: x\r\nx-pad: " + b"p" * 5000
                          + b"\r\n\r\n")
         small = await _raw(url, b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\nx-pad: "
@@ -148,7 +149,7 @@ async def test_a_configured_bound_refuses_smaller_heads_and_names_itself():
     assert small.startswith(b"HTTP/1.1 204 ")
 
 
-SHORT = HttpBounds(head_timeout_s=0.3, body_idle_s=0.3)
+SHORT = ServerConfig(header_timeout_s=0.3, body_timeout_s=0.3)
 """Head and body timeouts of 0.3 s instead of 60 s."""
 
 
@@ -187,7 +188,7 @@ async def test_a_head_that_trickles_in_gets_a_408(short_timeouts):
         seen.append(scope)
         await _no_content(scope, receive, send)
 
-    async with serve_in_background(app, bounds=short_timeouts) as url:
+    async with serve_in_background(app, limits=short_timeouts) as url:
         with capture_logs() as logs:
             answer, took = await _slow(url, [b"GET / HTTP/1.1\r\n"] + [b"x-a: b\r\n"] * 20,
                                        0.05)
@@ -210,7 +211,7 @@ async def test_a_body_that_stops_coming_gets_a_408_and_the_app_sees_the_client_l
             if message["type"] == "http.disconnect" or not message.get("more_body"):
                 return
 
-    async with serve_in_background(app, bounds=short_timeouts) as url:
+    async with serve_in_background(app, limits=short_timeouts) as url:
         answer, _ = await _slow(url, [b"POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 10\r\n"
                                       b"\r\nabc"], 0.0)
     assert answer.startswith(b"HTTP/1.1 408 Request Timeout")
@@ -222,7 +223,7 @@ async def test_slow_but_steady_clients_and_idle_keep_alive_are_served(short_time
     """A body sent a byte every 0.1 s for 1.5 s (never idle 0.3 s) is read whole; a
     keep-alive connection idle between requests gets no 408; a head sent whole then a
     pause is not late."""
-    async with serve_in_background(_no_content, bounds=short_timeouts) as url:
+    async with serve_in_background(_no_content, limits=short_timeouts) as url:
         steady, took = await _slow(url, [b"POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 15\r\n"
                                          b"connection: close\r\n\r\n"] + [b"y"] * 15, 0.1)
         async with httpx.AsyncClient() as client:
