@@ -47,9 +47,14 @@ def keep_request_id(scope: Scope, given: str | None) -> str:
     is not forwarded to the engines, echoed or logged), else ``new_request_id()``."""
     rid = scope.get(_SCOPE_KEY)
     if rid is None:
-        keep = given is not None and _KEPT_ID.match(given) is not None
-        rid = scope[_SCOPE_KEY] = given if keep else new_request_id()
+        rid = scope[_SCOPE_KEY] = given if is_request_id(given) else new_request_id()
     return rid
+
+
+def is_request_id(text: str | None) -> bool:
+    """Whether ``text`` is an id the router keeps (``_KEPT_ID``): the only ids a request,
+    a trace or an audit record can carry, so ``GET /trace/{id}`` refuses any other (400)."""
+    return text is not None and _KEPT_ID.match(text) is not None
 
 
 def new_request_id() -> str:

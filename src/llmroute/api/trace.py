@@ -4,25 +4,22 @@ client's own when it sent one).
 
 ``?format=prov`` answers the trace's provenance instead, as W3C PROV-O JSON-LD
 (``observe/prov.py``; the prompt and answer digests are the audit's alone: the trace does
-not keep the texts). An id longer than ``MAX_ID`` characters or with path, query or control characters is a
-400; an unknown (or already forgotten) id is a 404, both OpenAI-shaped.
+not keep the texts). An id the router would not keep (``api/errors.is_request_id``: over 128
+characters, non-ASCII, or with path, query or control characters) is a 400; an unknown (or
+already forgotten) id is a 404, both OpenAI-shaped.
 """
 
 from __future__ import annotations
 
-import re
-
 from starlette.requests import Request
 from starlette.responses import Response
 
+from llmroute.api.errors import is_request_id
 from llmroute.api.responses import json_response
 from llmroute.errors import InvalidRequest, NotFound
 from llmroute.observe import prov
 from llmroute.observe.audit import audit_record
 from llmroute.runtime import Runtime
-
-MAX_ID = 256
-_BAD = re.compile(r"[/\\?#%\x00-\x20\x7f]|^\.\.?$")
 
 
 async def get_trace(request: Request) -> Response:
@@ -30,9 +27,9 @@ async def get_trace(request: Request) -> Response:
     InvalidRequest (400) or NotFound (404)."""
     rt: Runtime = request.app.state.runtime
     rid = request.path_params["request_id"]
-    if not rid or len(rid) > MAX_ID or _BAD.search(rid):
-        raise InvalidRequest(f"not a request id (1-{MAX_ID} characters, no path, query, "
-                             "space or control characters)", param="request_id")
+    if not is_request_id(rid):
+        raise InvalidRequest("not a request id (1-128 visible ASCII characters, none of "
+                             "/ \\ ? # %, not . or ..)", param="request_id")
     trace = await rt.observer.find(rid)
     if trace is None:
         raise NotFound(f"no trace for request {rid!r} (unknown, or no longer kept)",

@@ -121,10 +121,10 @@ async def test_the_ring_keeps_only_the_newest_traces():
     assert codes == [404, 200, 200]
 
 
-@pytest.mark.parametrize("rid", ["x" * 257, "x" * 10_000, "a%2Fb", "a/b", "a\\b", "a b",
-                                 "a%09b", "..%2Fetc%2Fpasswd"],
-                         ids=["257", "10k", "pct", "slash", "backslash", "space", "tab",
-                              "dotdot"])
+@pytest.mark.parametrize("rid", ["x" * 129, "x" * 10_000, "a%2Fb", "a/b", "a\\b", "a b",
+                                 "a%09b", "..%2Fetc%2Fpasswd", "%C3%A9t%C3%A9"],
+                         ids=["129", "10k", "pct", "slash", "backslash", "space", "tab",
+                              "dotdot", "non-ascii"])
 async def test_bad_trace_ids_are_400(rid):
     cfg = make_config([{"id": "a", "pool": "general", "base_url": "http://127.0.0.1:9"}])
     async with open_router(cfg) as (_, client):
@@ -137,6 +137,8 @@ async def test_unknown_trace_id_is_an_openai_404():
     cfg = make_config([{"id": "a", "pool": "general", "base_url": "http://127.0.0.1:9"}])
     async with open_router(cfg) as (_, client):
         r = await client.get("/trace/nobody")
+        longest = await client.get("/trace/" + "x" * 128)  # the longest id a request keeps
+    assert longest.status_code == 404, longest.text
     assert r.status_code == 404
     assert r.json()["error"] == {"message": r.json()["error"]["message"],
                                  "type": "not_found_error", "param": "request_id",
