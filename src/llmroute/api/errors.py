@@ -35,9 +35,10 @@ def request_id(request: Request) -> str:
 
 
 _KEPT_ID = re.compile(r"(?!\.\.?\Z)[^\x00-\x20\x7f-\U0010ffff/\\?#%]{1,128}\Z")
-"""A client id the router keeps: 1-128 visible ASCII characters, none of ``/ \\ ? # %``, not
-``.`` or ``..`` — one ``GET /trace/{id}`` can name, an engine's HTTP parser accepts and a log
-line shows as sent."""
+"""A client id the router keeps (``REQUEST_ID_RULE``) — one ``GET /trace/{id}`` can name, an
+engine's HTTP parser accepts and a log line shows as sent."""
+REQUEST_ID_RULE = "1-128 visible ASCII characters, none of / \\ ? # %, not . or .."
+"""``_KEPT_ID`` in words, for the messages that refuse another id."""
 
 
 def keep_request_id(scope: Scope, given: str | None) -> str:

@@ -47,8 +47,6 @@ from llmroute.config_server import ServerConfig
 from llmroute.errors import InvalidRequest, to_openai
 
 log = structlog.get_logger("llmroute.http")
-
-
 SWEEP_TICKS = 10
 """How many of uvicorn's 0.1 s server ticks pass between two ``sweep``s."""
 LINGER_S = 1.0

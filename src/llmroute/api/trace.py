@@ -14,7 +14,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from llmroute.api.errors import is_request_id
+from llmroute.api.errors import REQUEST_ID_RULE, is_request_id
 from llmroute.api.responses import json_response
 from llmroute.errors import InvalidRequest, NotFound
 from llmroute.observe import prov
@@ -28,8 +28,7 @@ async def get_trace(request: Request) -> Response:
     rt: Runtime = request.app.state.runtime
     rid = request.path_params["request_id"]
     if not is_request_id(rid):
-        raise InvalidRequest("not a request id (1-128 visible ASCII characters, none of "
-                             "/ \\ ? # %, not . or ..)", param="request_id")
+        raise InvalidRequest(f"not a request id ({REQUEST_ID_RULE})", param="request_id")
     trace = await rt.observer.find(rid)
     if trace is None:
         raise NotFound(f"no trace for request {rid!r} (unknown, or no longer kept)",
