@@ -27,7 +27,7 @@ from pathlib import Path
 
 import orjson
 
-from llmroute.config_filter import WordListConfig
+from llmroute.config.filter import WordListConfig
 from llmroute.policy.filter_stream import filter_sse
 from llmroute.policy.normalize import Normalizer
 from llmroute.policy.scan import TextScan, scan_text

@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 import structlog
 
-from llmroute.config_observe import ObserveConfig
+from llmroute.config.observe import ObserveConfig
 from llmroute.observe.metrics import Metrics
 from llmroute.observe.observer import Observer, make_observer
 from llmroute.observe.trace import Recorder

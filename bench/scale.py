@@ -69,7 +69,7 @@ from llmroute.anchor.collector import Collector  # noqa: E402
 from llmroute.anchor.store import SignalStore  # noqa: E402
 from llmroute.config import BreakerConfig  # noqa: E402
 from llmroute.fuse.breaker import CircuitBreaker  # noqa: E402
-from llmroute.config_policy import LimitsConfig  # noqa: E402
+from llmroute.config.policy import LimitsConfig  # noqa: E402
 from llmroute.policy.auth import Caller  # noqa: E402
 from llmroute.policy.keys import ApiKey, Limits, Tenant  # noqa: E402
 from llmroute.policy.limits import Limiter  # noqa: E402

@@ -22,7 +22,7 @@ import aiohttp
 import orjson
 
 from llmroute.anchor.sources.vllm import parse_vllm_metrics
-from llmroute.policy.tokens import MESSAGE_OVERHEAD_TOKENS
+from llmroute.text import MESSAGE_OVERHEAD_TOKENS
 
 TRACE = Path(__file__).resolve().parents[3] / "shared" / "data" / "azure-llm-trace-2023"
 FILES = {"code": "AzureLLMInferenceTrace_code.csv", "conv": "AzureLLMInferenceTrace_conv.csv"}
@@ -52,7 +52,7 @@ def load_trace(root: Path = TRACE) -> list[TraceRow]:
 
 
 def prompt_text(tokens: int) -> str:
-    """A user message the router (``policy.tokens``: 3 characters per token, plus the
+    """A user message the router (``text``: 3 characters per token, plus the
     per-message overhead) and the emulator count as ``tokens`` prompt tokens."""
     return "la " * max(tokens - MESSAGE_OVERHEAD_TOKENS, 1)
 

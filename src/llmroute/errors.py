@@ -29,6 +29,7 @@
     ├── ShuttingDown                   503 server_shutting_down: draining after SIGTERM
     ├── ConfigError                    bad configuration; message names file:line:field
     ├── EngineError                    a local engine could not be built, started or stopped
+    ├── GateModelError                 the gate's encoder could not be exported or loaded
     ├── SignalSourceError              a metrics endpoint (engine /metrics, DCGM) could not be read
     └── DiscoveryError                 an endpoint source (DNS, Kubernetes API) could not be read
 

@@ -30,7 +30,7 @@ Every preset runs the same filters, in order: pool membership, context fit (with
 KV-pressure rule), capability, breaker health; ``default`` then drops backends predicted
 to answer much later than the soonest (``ttft-headroom``; ``anchor.ttft_headroom`` turns it
 on or off for any preset). Each plugin is built with its own params from the config
-(``config_anchor.py``); presets set weights, not params.
+(``config/anchor.py``); presets set weights, not params.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from llmroute.config_anchor import AnchorConfig
+from llmroute.config.anchor import AnchorConfig
 from llmroute.errors import ConfigError
 
 FILTERS = ("pool", "context-fit", "capability", "health")

@@ -37,7 +37,7 @@ from llmroute.anchor.scorers.latency import LatencyScorer
 from llmroute.anchor.scorers.prefix_affinity import PrefixAffinityScorer
 from llmroute.anchor.scorers.queue_depth import QueueDepthScorer
 from llmroute.anchor.scorers.throughput import ThroughputScorer
-from llmroute.config_anchor import PLUGIN_PARAMS, Kind, NoParams
+from llmroute.config.anchor import PLUGIN_PARAMS, Kind, NoParams
 from llmroute.errors import ConfigError
 
 T = TypeVar("T")

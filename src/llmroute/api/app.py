@@ -54,7 +54,7 @@ from llmroute.api.responses import json_response
 from llmroute.api.trace import get_trace
 from llmroute.api.wire import parse_chat, parse_completion, parse_embeddings
 from llmroute.config import Config
-from llmroute.config_server import CorsConfig
+from llmroute.config.server import CorsConfig
 from llmroute.embeddings import serve_embeddings
 from llmroute.errors import LLMRouteError, ShuttingDown
 from llmroute.runtime import Runtime

@@ -19,10 +19,10 @@ from typing import Any
 import structlog
 import uvicorn
 
-from llmroute.api import protocol
+from llmroute.api import http11
 from llmroute.api.drain import Drain
 from llmroute.api.tls import uvicorn_tls
-from llmroute.config_server import ServerConfig, TlsConfig
+from llmroute.config.server import ServerConfig, TlsConfig
 from llmroute.errors import ConfigError
 
 log = structlog.get_logger("llmroute.server")
@@ -54,11 +54,11 @@ def uvicorn_config(app: Any, host: str, port: int, log_level: str, tls: TlsConfi
     address nor the scheme, so uvicorn's ``ProxyHeadersMiddleware`` (on by default, for
     peers on 127.0.0.1) would only let a local client pass itself off as another, for
     ~0.9 µs a request (its call around a no-op app: 1.07 µs against 0.17). The protocol is
-    ``api/protocol.HttpProtocol``: OpenAI-shaped refusals of unparseable (400), oversized
+    ``api/http11.HttpProtocol``: OpenAI-shaped refusals of unparseable (400), oversized
     (431) and slow (408) requests, past ``limits``' bounds (None: the defaults).
     ``extra``: more ``uvicorn.Config`` arguments."""
     # uvicorn builds each connection's protocol by calling this with its own arguments
-    http: Any = functools.partial(protocol.HttpProtocol, limits=limits or ServerConfig())
+    http: Any = functools.partial(http11.HttpProtocol, limits=limits or ServerConfig())
     return uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
                           lifespan="off", proxy_headers=False, http=http,
                           **uvicorn_tls(tls), **extra)
@@ -98,11 +98,11 @@ class _Server(uvicorn.Server):
     async def on_tick(self, counter: int) -> bool:
         """uvicorn's tick (every 0.1 s); ends the drain's delay when it is over, and every
         ``SWEEP_TICKS`` ticks refuses the requests whose head or body is late
-        (``api/protocol.py``)."""
+        (``api/http11.py``)."""
         if self.drain.active and self.drain.elapsed(time.monotonic()) >= self.delay_s:
             self.should_exit = True
-        if counter % protocol.SWEEP_TICKS == 0:
-            protocol.sweep(self.server_state.connections, asyncio.get_running_loop().time())
+        if counter % http11.SWEEP_TICKS == 0:
+            http11.sweep(self.server_state.connections, asyncio.get_running_loop().time())
         return await super().on_tick(counter)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import ssl
 from typing import Any
 
-from llmroute.config_server import TlsConfig
+from llmroute.config.server import TlsConfig
 from llmroute.errors import ConfigError
 
 

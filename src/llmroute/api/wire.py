@@ -18,7 +18,7 @@ from pydantic import (
 )
 
 from llmroute.errors import InvalidRequest
-from llmroute.policy.tokens import estimate_chat_tokens, estimate_tokens
+from llmroute.text import estimate_chat_tokens, estimate_tokens
 from llmroute.types import ChatRequest
 
 

@@ -26,7 +26,7 @@ from llmroute.anchor.sources.http import DcgmSource, source_for
 from llmroute.anchor.sources.nvml import NvmlSource
 from llmroute.anchor.store import SignalStore
 from llmroute.config import BackendConfig, Config
-from llmroute.config_anchor import AnchorConfig
+from llmroute.config.anchor import AnchorConfig
 from llmroute.observe.scores import ScoreCollector
 from llmroute.types import Backend
 

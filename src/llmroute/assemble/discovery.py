@@ -28,7 +28,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from llmroute.assemble.reload import Outcome, Reloader
 from llmroute.config import BackendConfig
-from llmroute.config_discovery import DiscoveryConfig
+from llmroute.config.discovery import DiscoveryConfig
 from llmroute.discovery.protocol import Endpoint, EndpointSource
 from llmroute.discovery.sources import make_source
 from llmroute.errors import ConfigError, DiscoveryError

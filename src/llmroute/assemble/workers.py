@@ -29,7 +29,7 @@ import structlog
 
 from llmroute.api.server import bind_socket
 from llmroute.config import Config
-from llmroute.config_server import TlsConfig
+from llmroute.config.server import TlsConfig
 from llmroute.errors import ConfigError
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)

@@ -18,13 +18,12 @@ import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import orjson
 
 from llmroute.backends.sse import SSEDecoder
-from llmroute.config import TimeoutConfig
 from llmroute.errors import (
     BackendError,
     UpstreamConnectError,
@@ -65,6 +64,21 @@ def _headers(backend: Backend, request_id: str, traceparent: str | None) -> dict
     return headers
 
 
+class Timeouts(Protocol):
+    """The upstream timeouts the client reads, in seconds (``config.TimeoutConfig`` is one):
+    TCP connect, time to first token (TTFT), inter-token stall (ITL limit) and the whole
+    request. Declared here so that ``backends/`` imports nothing from ``config/``."""
+
+    @property
+    def connect_s(self) -> float: ...
+    @property
+    def ttft_s(self) -> float: ...
+    @property
+    def stall_s(self) -> float: ...
+    @property
+    def total_s(self) -> float: ...
+
+
 class BackendClient:
     """Sends requests to engines over one pooled session.
 
@@ -73,7 +87,7 @@ class BackendClient:
     ``observe.trace.TraceContext.traceparent``), once per call, never per chunk.
     """
 
-    def __init__(self, session: aiohttp.ClientSession, timeouts: TimeoutConfig,
+    def __init__(self, session: aiohttp.ClientSession, timeouts: Timeouts,
                  traceparent: Callable[[str], str | None] | None = None):
         self._session = session
         self._traceparent = traceparent

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from llmroute.config import Config, load_config
-from llmroute.config_server import TlsConfig
+from llmroute.config.server import TlsConfig
 from llmroute.errors import ConfigError, LLMRouteError
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")

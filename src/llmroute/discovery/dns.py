@@ -12,7 +12,7 @@ import dns.asyncresolver
 import dns.resolver
 import dns.exception
 
-from llmroute.config_discovery import DnsSourceConfig
+from llmroute.config.discovery import DnsSourceConfig
 from llmroute.discovery.protocol import Endpoint
 from llmroute.errors import DiscoveryError
 

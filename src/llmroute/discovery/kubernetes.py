@@ -16,7 +16,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.config import ConfigException
 
-from llmroute.config_discovery import KubernetesSourceConfig
+from llmroute.config.discovery import KubernetesSourceConfig
 from llmroute.discovery.protocol import Endpoint
 from llmroute.errors import DiscoveryError
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from llmroute.config_discovery import DiscoveryConfig
+from llmroute.config.discovery import DiscoveryConfig
 from llmroute.discovery.dns import DnsSource
 from llmroute.discovery.kubernetes import KubernetesSource
 from llmroute.discovery.protocol import EndpointSource

@@ -4,7 +4,7 @@ parser bug must not hide on both sides of a test).
 
 Unknown fields are tolerated (``extra="allow"``), as vLLM tolerates them; the known ones are
 typed strictly (``"5"`` is not a number). Prompt tokens are counted with the router's
-estimate (``policy.tokens``): the emulator has no tokenizer, so router and engine agree on
+estimate (``text``): the emulator has no tokenizer, so router and engine agree on
 every prompt's size.
 """
 
@@ -17,7 +17,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from llmroute.errors import InvalidRequest
-from llmroute.policy.tokens import estimate_chat_tokens, estimate_tokens
+from llmroute.text import estimate_chat_tokens, estimate_tokens
 
 Endpoint = Literal["chat", "completions"]
 

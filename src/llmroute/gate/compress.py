@@ -51,7 +51,7 @@ from llmroute.gate.constants import (
     SCAN_HEAD_CHARS,
     SCAN_TAIL_CHARS,
 )
-from llmroute.policy.tokens import CJK_CHARS
+from llmroute.text import CJK_CHARS
 from llmroute.types import ChatRequest
 
 MAX_TOOL_NAMES = 8

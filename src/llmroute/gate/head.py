@@ -34,7 +34,7 @@ from sklearn.utils import extmath
 
 from llmroute.errors import ConfigError
 from llmroute.gate.probs import softmax
-from llmroute.policy.tokens import CJK_CHARS
+from llmroute.text import CJK_CHARS
 
 N_FEATURES = 2**18
 C_NGRAM = 1.0

@@ -38,7 +38,7 @@ from llmroute.gate.head import EmbeddingHead, NgramHead
 _log = structlog.get_logger("llmroute.gate")
 FORMAT = "heads-1"
 FIT_MODULES = ("llmroute.gate.head", "llmroute.gate.heads_cache", "llmroute.gate.model",
-               "llmroute.gate.probs", "llmroute.policy.tokens")
+               "llmroute.gate.probs", "llmroute.text")
 VERSIONED = ("llmroute", "numpy", "scipy", "scikit-learn")
 KEEP = 4
 PREFIXES = ("fast", "embed")

@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 
-from llmroute.config_observe import ObserveConfig
+from llmroute.config.observe import ObserveConfig
 from llmroute.observe.audit import AuditLog
 from llmroute.observe.logging import direct_lines
 from llmroute.observe.metrics import Metrics

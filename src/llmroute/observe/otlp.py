@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from llmroute.config_observe import OtlpConfig
+from llmroute.config.observe import OtlpConfig
 from llmroute.observe.trace import Step, Trace, new_span_id, w3c_trace_id
 
 SCOPE = InstrumentationScope("llmroute")

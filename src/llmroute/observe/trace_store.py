@@ -20,7 +20,7 @@ import orjson
 import structlog
 from prometheus_client import Counter
 
-from llmroute.config_observe import TraceStoreConfig
+from llmroute.config.observe import TraceStoreConfig
 from llmroute.observe.trace import Trace
 from llmroute.observe.writer import QueuedWriter
 

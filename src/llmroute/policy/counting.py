@@ -1,7 +1,7 @@
 """Context length (the pipeline's "count tokens" step): the prompt's size in real tokens
 where it decides something, the character estimate everywhere else.
 
-The estimate (``policy/tokens.py``) is trusted to ``margin`` either way, and for non-ASCII
+The estimate (``text.py``) is trusted to ``margin`` either way, and for non-ASCII
 text up to its UTF-8 length (byte-level tokenizers spend at most a token per byte; emoji
 and CJK punctuation are where the estimate is worst). A request whose prompt plus output
 budget fits every context limit at that upper bound costs one comparison. Only when a limit
@@ -24,12 +24,12 @@ import orjson
 import structlog
 from cachetools import LRUCache
 
-from llmroute.config_policy import TokensConfig
+from llmroute.config.policy import TokensConfig
 from llmroute.errors import BackendError, ContextLengthExceeded
 from llmroute.observe.trace import Recorder
 from llmroute.policy.auth import Caller
 from llmroute.policy.tokenizers import Tokenizer
-from llmroute.policy.tokens import MESSAGE_OVERHEAD_TOKENS
+from llmroute.text import MESSAGE_OVERHEAD_TOKENS
 from llmroute.types import Backend, ChatRequest
 
 log = structlog.get_logger("llmroute.tokens")

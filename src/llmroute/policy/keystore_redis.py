@@ -20,7 +20,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from llmroute.config_policy import AuthConfig, StateConfig
+from llmroute.config.policy import AuthConfig, StateConfig
 from llmroute.errors import ConfigError
 from llmroute.policy.keys import ApiKey, Tenant
 from llmroute.policy.keystore import (KeyStore, key_from_row, key_row, tenant_from_row,

@@ -23,7 +23,7 @@ from typing import Any
 
 from cachetools import LRUCache
 
-from llmroute.config_policy import LimitsConfig
+from llmroute.config.policy import LimitsConfig
 from llmroute.errors import RateLimited
 from llmroute.policy.auth import Caller
 from llmroute.policy.keys import Limits

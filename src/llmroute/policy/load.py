@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from llmroute.config_policy import WatermarksConfig
+from llmroute.config.policy import WatermarksConfig
 from llmroute.types import EngineSignals, MetricsSnapshot
 
 

@@ -22,7 +22,7 @@ import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from llmroute.config_policy import PriorityConfig
+from llmroute.config.policy import PriorityConfig
 from llmroute.errors import InvalidRequest, Overloaded, PermissionDenied
 from llmroute.policy.keys import ApiKey
 from llmroute.policy.priority_metrics import PriorityMetrics

@@ -18,7 +18,7 @@ import tokenizers
 
 from llmroute.backends.engines import TokenizeEndpoint
 from llmroute.errors import ConfigError, UpstreamProtocolError
-from llmroute.policy.tokens import MESSAGE_OVERHEAD_TOKENS
+from llmroute.text import MESSAGE_OVERHEAD_TOKENS
 from llmroute.types import Backend, ChatRequest
 
 

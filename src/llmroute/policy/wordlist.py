@@ -20,7 +20,7 @@ from pathlib import Path
 
 import ahocorasick
 
-from llmroute.config_filter import Action, WordListConfig
+from llmroute.config.filter import Action, WordListConfig
 from llmroute.errors import ConfigError
 from llmroute.policy.normalize import Normalizer
 

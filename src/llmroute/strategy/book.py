@@ -20,7 +20,7 @@ import structlog
 import watchfiles
 from prometheus_client import CollectorRegistry, Counter
 
-from llmroute.config_yaml import describe
+from llmroute.config.yaml import describe
 from llmroute.errors import ConfigError
 from llmroute.strategy.loader import SUFFIXES, cross_problems
 from llmroute.strategy.protocol import NO_HEADERS, Matched

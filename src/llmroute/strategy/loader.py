@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from llmroute.config_yaml import Problem, describe, read_yaml, validation_problems
+from llmroute.config.yaml import Problem, describe, read_yaml, validation_problems
 from llmroute.errors import ConfigError
 from llmroute.strategy.protocol import KindContext
 from llmroute.strategy.registry import KindRegistry

@@ -2,7 +2,7 @@
 so no client passes itself off as another address or scheme, and no request pays for
 uvicorn's proxy-headers middleware; a request uvicorn cannot parse gets an OpenAI-shaped
 JSON 400, one whose headers pass 64 KiB a 431 as soon as they do, one whose head or body
-trickles in past its timeout a 408 (``api/protocol.py``), over real HTTP on loopback."""
+trickles in past its timeout a 408 (``api/http11.py``), over real HTTP on loopback."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import httpx
 import pytest
 from structlog.testing import capture_logs
 
-from llmroute.api import protocol
+from llmroute.api import http11
 from llmroute.api.server import serve_in_background
-from llmroute.config_server import ServerConfig
+from llmroute.config.server import ServerConfig
 
 
 async def test_forwarded_headers_change_neither_the_client_nor_the_scheme():
@@ -156,7 +156,7 @@ SHORT = ServerConfig(header_timeout_s=0.3, body_timeout_s=0.3)
 @pytest.fixture
 def short_timeouts(monkeypatch):
     """``SHORT``'s timeouts checked every 0.1 s tick (instead of every second)."""
-    monkeypatch.setattr(protocol, "SWEEP_TICKS", 1)
+    monkeypatch.setattr(http11, "SWEEP_TICKS", 1)
     return SHORT
 
 

@@ -22,7 +22,7 @@ from llmroute.api.tls import check_tls
 from llmroute.assemble import serve as serve_module
 from llmroute.cli.main import main, with_tls
 from llmroute.config import Config, parse_config
-from llmroute.config_server import TlsConfig
+from llmroute.config.server import TlsConfig
 from llmroute.errors import ConfigError
 from tests.fakes.router import make_config
 from tests.fakes.upstream import serve_upstream

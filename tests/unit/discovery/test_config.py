@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from llmroute.config import parse_config
-from llmroute.config_discovery import DiscoveryConfig
+from llmroute.config.discovery import DiscoveryConfig
 from llmroute.errors import ConfigError
 
 HEAD = "pools: {p: {}}\nrouting: {default_pool: p}\n"

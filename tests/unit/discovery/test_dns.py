@@ -14,7 +14,7 @@ import dns.rcode
 import dns.rrset
 import pytest
 
-from llmroute.config_discovery import DnsSourceConfig
+from llmroute.config.discovery import DnsSourceConfig
 from llmroute.discovery.dns import DnsSource
 from llmroute.errors import DiscoveryError
 

@@ -12,7 +12,7 @@ import pytest
 import llmroute.emulator
 from llmroute.emulator.request import EngineRequest, parse_request
 from llmroute.errors import InvalidRequest
-from llmroute.policy.tokens import estimate_chat_tokens, estimate_tokens
+from llmroute.text import estimate_chat_tokens, estimate_tokens
 
 HELLO = [{"role": "user", "content": "hello there"}]
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from prometheus_client import Counter, CollectorRegistry
 
 from llmroute.cli.main import main
-from llmroute.config_observe import TraceStoreConfig
+from llmroute.config.observe import TraceStoreConfig
 from llmroute.observe.trace import Step, Trace
 from llmroute.observe.trace_store import TraceStore
 

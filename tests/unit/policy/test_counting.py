@@ -18,7 +18,7 @@ from llmroute.api.wire import parse_chat, parse_completion
 from llmroute.backends.client import BackendClient
 from llmroute.backends.engines import engine_kind
 from llmroute.config import TimeoutConfig
-from llmroute.config_policy import TokensConfig
+from llmroute.config.policy import TokensConfig
 from llmroute.errors import ContextLengthExceeded
 from llmroute.observe.trace import Recorder
 from llmroute.policy.counting import TokenCounter, clamp

@@ -158,7 +158,7 @@ def test_a_clean_text_is_one_no_list_finds_anything_in(text: str) -> None:
 
 
 def test_blank_lines_comments_and_an_all_format_entry(tmp_path) -> None:
-    from llmroute.config_filter import WordListConfig
+    from llmroute.config.filter import WordListConfig
     from llmroute.errors import ConfigError
     from llmroute.policy.wordlist import compile_lists
 

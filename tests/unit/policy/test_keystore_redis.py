@@ -11,7 +11,7 @@ import pytest
 import redis.asyncio as aioredis
 from fakes.clock import FakeClock
 
-from llmroute.config_policy import AuthConfig, StateConfig
+from llmroute.config.policy import AuthConfig, StateConfig
 from llmroute.errors import AuthenticationFailed, ConfigError, StateUnavailable
 from llmroute.policy.auth import Authenticator
 from llmroute.policy.issue import issue_key

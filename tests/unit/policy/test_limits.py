@@ -189,7 +189,7 @@ async def test_no_limits_means_no_rate_headers(gated, stream):
 
 
 async def test_a_spent_daily_quota_opens_again_at_utc_midnight_and_monthly_at_the_month():
-    from llmroute.config_policy import LimitsConfig
+    from llmroute.config.policy import LimitsConfig
     from llmroute.errors import RateLimited
     from llmroute.policy.auth import Caller
     from llmroute.policy.keys import ApiKey, Tenant
@@ -219,7 +219,7 @@ async def test_a_spent_daily_quota_opens_again_at_utc_midnight_and_monthly_at_th
 
 
 async def test_a_quota_counter_rolls_over_at_midnight_even_within_a_second():
-    from llmroute.config_policy import LimitsConfig
+    from llmroute.config.policy import LimitsConfig
     from llmroute.errors import RateLimited
     from llmroute.policy.auth import Caller
     from llmroute.policy.keys import ApiKey, Tenant

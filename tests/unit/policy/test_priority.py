@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from llmroute.config_policy import PriorityConfig
+from llmroute.config.policy import PriorityConfig
 from llmroute.errors import InvalidRequest, Overloaded, PermissionDenied
 from llmroute.policy.keys import ApiKey
 from llmroute.policy.priority import AdmissionQueue, PriorityClass, PriorityGate, Waiter

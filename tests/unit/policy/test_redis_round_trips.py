@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 import redis.asyncio as aioredis
 
-from llmroute.config_policy import LimitsConfig
+from llmroute.config.policy import LimitsConfig
 from llmroute.errors import RateLimited
 from llmroute.policy.auth import Caller
 from llmroute.policy.keys import ApiKey, Limits, Tenant

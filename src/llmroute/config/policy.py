@@ -10,16 +10,14 @@ from __future__ import annotations
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from llmroute.config.base import Strict
 
 REDIS_SCHEMES = ("redis", "rediss", "unix")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class AuthConfig(_Strict):
+class AuthConfig(Strict):
     """API keys. ``enabled``: every OpenAI endpoint needs a key (``Authorization: Bearer``
     or ``x-api-key``), and the operator surfaces (``/debug/*``, ``/admin/*``, ``/trace``,
     ``/metrics`` unless ``metrics_open``) need the admin key, read at start-up from the
@@ -40,7 +38,7 @@ class AuthConfig(_Strict):
     cache_size: int = Field(10_000, ge=1)
 
 
-class LimitsConfig(_Strict):
+class LimitsConfig(Strict):
     """Admission. A request reserves its prompt tokens plus ``max_tokens`` (when absent:
     ``default_max_tokens``) against TPM and quotas, reconciled with real usage when the
     answer ends. A concurrency lease lapses after ``lease_ttl_s`` seconds even unreleased
@@ -51,7 +49,7 @@ class LimitsConfig(_Strict):
     state_timeout_s: float = Field(0.25, gt=0)
 
 
-class StateConfig(_Strict):
+class StateConfig(Strict):
     """Where the limits' shared state lives (docs/policies.md). ``kind: memory`` (default):
     in this process, for one replica. ``kind: redis``: in the Redis at ``url``
     (``redis://[:password@]host[:port][/db]``, ``rediss://`` for TLS, ``unix:///path``),
@@ -113,7 +111,7 @@ def redis_url_problem(url: str) -> str | None:
     return None
 
 
-class PriorityClassConfig(_Strict):
+class PriorityClassConfig(Strict):
     """One SLO priority class: its ``name`` and its time-to-first-token target in seconds
     (``ttft_target_s``: a request's deadline is its arrival plus this)."""
 
@@ -121,7 +119,7 @@ class PriorityClassConfig(_Strict):
     ttft_target_s: float = Field(gt=0)
 
 
-class WatermarksConfig(_Strict):
+class WatermarksConfig(Strict):
     """When a backend counts as saturated: ``in_flight`` requests the router has sent it
     (router stats), or, from its polled signals when it has them, ``queue`` requests
     waiting in the engine or ``kv`` (0–1) of its KV cache in use."""
@@ -131,7 +129,7 @@ class WatermarksConfig(_Strict):
     kv: float | None = Field(None, gt=0, le=1)
 
 
-class PriorityConfig(_Strict):
+class PriorityConfig(Strict):
     """SLO priority classes and the admission queue (docs/policies.md). ``classes`` in
     order, highest first (empty: no priority step at all); a key's ``priority`` names its
     class (``default_class`` when it names none configured, and with auth off); a request
@@ -159,7 +157,7 @@ class PriorityConfig(_Strict):
         return self
 
 
-class TokenizerConfig(_Strict):
+class TokenizerConfig(Strict):
     """A backend's own tokenizer file: ``hf_file`` is a Hugging Face ``tokenizer.json``
     (read with the ``tokenizers`` package at start-up). Counts the messages' text plus the
     estimate's per-message overhead (no chat template)."""
@@ -167,9 +165,9 @@ class TokenizerConfig(_Strict):
     hf_file: str = Field(min_length=1)
 
 
-class TokensConfig(_Strict):
+class TokensConfig(Strict):
     """Counting prompt tokens (docs/policies.md, "Context length"). The character estimate
-    (``policy/tokens.py``) decides unless the prompt, with its output budget, is within
+    (``text.py``) decides unless the prompt, with its output budget, is within
     ``margin`` (a fraction) of a context limit: then the engine's tokenizer counts it, within
     ``timeout_ms`` (falling back to the estimate, noted in the trace), cached per (backend
     model, prompt digest) for the last ``cache_size`` prompts. ``auto_clamp_max_tokens``:

@@ -5,19 +5,20 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import field_validator
+
+from llmroute.config.base import Strict
 
 _KEPT = frozenset({"model", "messages", "prompt", "input", "stream"})
 
 
-class QuirksConfig(BaseModel):
+class QuirksConfig(Strict):
     """Each field left out keeps the engine kind's value (see ``engines.Quirks`` for what
     each means): ``developer_role``, ``budget_field`` (``max_tokens`` /
     ``max_completion_tokens``), ``tool_call_content`` (``null`` / ``empty`` / ``absent``),
     ``string_content``, ``list_stop``, ``stream_options`` (``always`` / ``streamed``),
     ``tool_choice_object``, ``drop`` (top-level field names never sent, e.g. ``[seed, n]``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     developer_role: bool | None = None
     budget_field: Literal["max_tokens", "max_completion_tokens"] | None = None

@@ -1,13 +1,10 @@
-"""Configuration: pydantic models and YAML loading whose errors name ``file:line: field``.
+"""The whole config file: ``Config`` and ``load_config`` / ``parse_config``.
 
 One YAML file holds the server settings, timeouts, retry budget, pools, backends (remote
-engines by ``base_url``, or local llama.cpp engines by ``launch``) and the intent → pool map.
-The ``anchor:`` section's models (plugins and their params) are in ``config_anchor.py``,
-``auth:``, ``limits:`` and ``state:`` in ``config_policy.py``, ``server:`` in
-``config_server.py``, ``content_filter:`` in ``config_filter.py``, a backend's
-``launch:``/``gpu:`` in ``config_engine.py``, YAML errors with line numbers in
-``config_yaml.py``; the engine kinds a backend may name, in ``backends/engines.py``. With no file, the embedded
-default (``local/default.yaml``) starts three local engines.
+engines by ``base_url``, or local llama.cpp engines by ``launch``) and the intent → pool map;
+the other sections' models are in the package's other modules (``config/__init__.py`` lists
+them); the engine kinds a backend may name, in ``backends/engines.py``. With no file, the
+embedded default (``local/default.yaml``) starts three local engines.
 """
 
 from __future__ import annotations
@@ -17,8 +14,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     field_validator,
@@ -26,12 +21,13 @@ from pydantic import (
 )
 
 from llmroute.backends.engines import ENGINES, Capability, engine_kind
-from llmroute.config_anchor import AnchorConfig
-from llmroute.config_discovery import DiscoveryConfig
-from llmroute.config_engine import GpuConfig, LaunchConfig
-from llmroute.config_filter import ContentFilterConfig
-from llmroute.config_observe import ObserveConfig
-from llmroute.config_policy import (
+from llmroute.config.anchor import AnchorConfig
+from llmroute.config.base import Strict
+from llmroute.config.discovery import DiscoveryConfig
+from llmroute.config.engine import GpuConfig, LaunchConfig
+from llmroute.config.filter import ContentFilterConfig
+from llmroute.config.observe import ObserveConfig
+from llmroute.config.policy import (
     AuthConfig,
     LimitsConfig,
     PriorityConfig,
@@ -39,20 +35,15 @@ from llmroute.config_policy import (
     TokenizerConfig,
     TokensConfig,
 )
-from llmroute.config_quirks import QuirksConfig
-from llmroute.config_server import ServerConfig
-from llmroute.config_yaml import Problem, describe, read_yaml, validation_problems
+from llmroute.config.quirks import QuirksConfig
+from llmroute.config.server import ServerConfig
+from llmroute.config.yaml import Problem, describe, read_yaml, validation_problems
 from llmroute.errors import ConfigError
 
 _ID = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 
 
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class TimeoutConfig(_Strict):
+class TimeoutConfig(Strict):
     """Upstream timeouts in seconds: TCP connect, time to first token (TTFT), inter-token
     stall (ITL limit) and the whole request."""
 
@@ -62,7 +53,7 @@ class TimeoutConfig(_Strict):
     total_s: float = Field(600.0, gt=0)
 
 
-class RetryConfig(_Strict):
+class RetryConfig(Strict):
     """Failover before the first byte: at most ``max_attempts`` backends per request,
     exponential back-off ``backoff_base_s · 2^k`` capped at ``backoff_max_s``, full jitter."""
 
@@ -71,7 +62,7 @@ class RetryConfig(_Strict):
     backoff_max_s: float = Field(1.0, ge=0)
 
 
-class BreakerConfig(_Strict):
+class BreakerConfig(Strict):
     """Circuit breaker per backend: closed → open when, over the last ``window_s`` seconds,
     at least ``min_requests`` attempts ended and the failed fraction (0–1) reached
     ``failure_rate``; open → half-open after ``cooldown_s`` seconds; half-open admits
@@ -85,7 +76,7 @@ class BreakerConfig(_Strict):
     half_open_probes: int = Field(1, ge=1)
 
 
-class EntropyConfig(_Strict):
+class EntropyConfig(Strict):
     """The entropy trigger for one pool: hand off after ``run_tokens`` consecutive tokens
     whose estimated entropy exceeds ``threshold_nats`` (nats; see docs/fuse.md for the
     estimator and the calibration behind the defaults)."""
@@ -94,7 +85,7 @@ class EntropyConfig(_Strict):
     run_tokens: int = Field(3, ge=1)
 
 
-class DegradationConfig(_Strict):
+class DegradationConfig(Strict):
     """Degradation tiers for the pool a strategy plans, by its health (0–1, see
     ``fuse/degrade.py``):
     ≥ ``healthy`` → the planned pool; ≥ ``degraded`` → ``lighter_pool``; below → the
@@ -107,7 +98,7 @@ class DegradationConfig(_Strict):
     retry_after_s: float = Field(5.0, gt=0)
 
 
-class FuseConfig(_Strict):
+class FuseConfig(Strict):
     """The result fuse: ``enabled`` turns the entropy trigger on (failure handoffs always
     run); ``top_logprobs`` alternatives are requested per token (1–20); ``pools`` overrides
     ``entropy`` per pool name; ``degradation`` maps a planned pool's name to its tiers;
@@ -130,7 +121,7 @@ class FuseConfig(_Strict):
         return self.pools.get(pool, self.entropy)
 
 
-class BackendConfig(_Strict):
+class BackendConfig(Strict):
     """One engine endpoint of kind ``engine`` (a name in ``backends/engines.py``). Either
     ``base_url`` (a running engine; the part before ``/v1``) or ``launch`` (llmroute starts
     a local llama.cpp engine) must be given. The bearer token is ``api_key``, or read from
@@ -139,7 +130,7 @@ class BackendConfig(_Strict):
     backend of its pool must be one too). ``tokenizer``: a tokenizer file that counts its
     prompts (else its engine kind's tokenize endpoint, if any). ``ttft_s`` / ``stall_s``
     override ``timeouts.ttft_s`` / ``timeouts.stall_s`` for this backend. ``quirks``
-    overrides what its engine kind accepts in a request body (``config_quirks.py``)."""
+    overrides what its engine kind accepts in a request body (``config/quirks.py``)."""
 
     id: str = Field(pattern=_ID)
     pool: str
@@ -183,7 +174,7 @@ class BackendConfig(_Strict):
         return 4096
 
 
-class PoolConfig(_Strict):
+class PoolConfig(Strict):
     """A named group of interchangeable backends; ``strengths`` are the intent labels it
     serves well and ``max_complexity`` (0.1–5.0) the hardest request it suits (intent-fit)."""
 
@@ -192,7 +183,7 @@ class PoolConfig(_Strict):
     max_complexity: float | None = Field(None, gt=0)
 
 
-class RoutingConfig(_Strict):
+class RoutingConfig(Strict):
     """``default_pool`` serves intents not in ``intents`` (intent label → pool name).
     ``cross_pool_fallback``: a request whose ``model`` names a pool may fall back to other
     pools' backends when that pool's cannot serve (default false: it fails with a 503 naming
@@ -203,7 +194,7 @@ class RoutingConfig(_Strict):
     cross_pool_fallback: bool = False
 
 
-class GateConfig(_Strict):
+class GateConfig(Strict):
     """The semantic gate (docs/gate.md). ``kind``: ``semantic`` (fast n-gram head, MiniLM
     encoder as second opinion), ``rules`` (keywords only) or ``off`` (no classification:
     every request gets the default intent). ``rules``: intent → regex list,
@@ -237,7 +228,7 @@ class GateConfig(_Strict):
         return "off" if v is False else v
 
 
-class StrategiesConfig(_Strict):
+class StrategiesConfig(Strict):
     """Strategy files (docs/strategies.md): ``dir`` holds one YAML or JSON strategy a file
     (a relative path is read from the config file's folder, the embedded default's from the
     ``llmroute.local`` package); ``watch`` reloads changed files while serving;
@@ -249,7 +240,7 @@ class StrategiesConfig(_Strict):
     handoffs_path: str = Field("llmroute-handoffs.sqlite3", min_length=1)
 
 
-class Config(_Strict):
+class Config(Strict):
     """The whole configuration; ``source`` is the file it came from (for messages);
     ``strategies`` absent: every request gets the built-in ``single`` strategy."""
 

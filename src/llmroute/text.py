@@ -1,4 +1,5 @@
-"""Prompt-size estimation in tokens, without a tokenizer.
+"""Text helpers shared by the policy, the gate and the emulator: the CJK ranges and the
+prompt-size estimate in tokens, without a tokenizer.
 
 A deliberately conservative rule of thumb: English BPE tokenizers average ~4 characters per
 token (OpenAI, "What are tokens and how to count them"); we count 1 token per 3 non-CJK

@@ -6,16 +6,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from llmroute.config.base import Strict
 
 _ID = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class DnsSourceConfig(_Strict):
+class DnsSourceConfig(Strict):
     """Resolve ``name``: ``A`` / ``AAAA`` through the system resolver (``getaddrinfo``:
     /etc/hosts, then DNS), the template's ``port``; ``SRV``: each record's target and
     port (``dnspython``'s async resolver)."""
@@ -24,7 +22,7 @@ class DnsSourceConfig(_Strict):
     type: Literal["A", "AAAA", "SRV"] = "A"
 
 
-class KubernetesSourceConfig(_Strict):
+class KubernetesSourceConfig(Strict):
     """The ready endpoints of Service ``service`` in ``namespace`` (its EndpointSlices,
     label ``kubernetes.io/service-name``); the port named ``port_name`` in each slice
     (absent: the template's ``port``). Credentials: in-cluster (the pod's service
@@ -37,7 +35,7 @@ class KubernetesSourceConfig(_Strict):
     kubeconfig: str | None = None
 
 
-class SourceConfig(_Strict):
+class SourceConfig(Strict):
     """Exactly one of ``dns`` or ``kubernetes``."""
 
     dns: DnsSourceConfig | None = None
@@ -50,7 +48,7 @@ class SourceConfig(_Strict):
         return self
 
 
-class DiscoveryConfig(_Strict):
+class DiscoveryConfig(Strict):
     """One discovered group of backends. Each endpoint ``host:port`` becomes a backend
     with id ``{id_prefix}-{host}-{port}`` (an IPv6 address's colons as ``_``; stable: the same endpoints give the same ids,
     so a refresh that finds them again changes nothing), base URL

@@ -43,7 +43,7 @@ import structlog
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from llmroute.api.errors import new_request_id
-from llmroute.config_server import ServerConfig
+from llmroute.config.server import ServerConfig
 from llmroute.errors import InvalidRequest, to_openai
 
 log = structlog.get_logger("llmroute.http")

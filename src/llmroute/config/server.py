@@ -3,14 +3,12 @@ shutdown (``api/drain.py``), CORS and TLS (``api/tls.py``)."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from llmroute.config.base import Strict
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class CorsConfig(_Strict):
+class CorsConfig(Strict):
     """CORS for browser clients (Starlette's ``CORSMiddleware``; off while
     ``allow_origins`` is empty): the origins allowed (``["*"]``: any), the methods and
     request headers a preflight may ask for, whether credentials (cookies, the
@@ -39,7 +37,7 @@ class CorsConfig(_Strict):
         return self
 
 
-class TlsConfig(_Strict):
+class TlsConfig(Strict):
     """HTTPS on the router's own port (``api/tls.py``): the PEM certificate chain ``cert``
     and its unencrypted private key ``key`` (file paths); with ``ca`` (a PEM CA bundle)
     every client must present a certificate signed by it (mutual TLS). ``hsts_max_age_s``:
@@ -51,9 +49,9 @@ class TlsConfig(_Strict):
     hsts_max_age_s: int | None = Field(None, ge=0)
 
 
-class ServerConfig(_Strict):
+class ServerConfig(Strict):
     """HTTP server: bind address, ``max_body_bytes`` (bytes, default 4 MiB), and what a
-    client may make the server hold (``api/protocol.HttpProtocol`` reads these):
+    client may make the server hold (``api/http11.HttpProtocol`` reads these):
 
     * ``max_header_bytes``: the most bytes a request's line and headers may take; more gets
       a 431 (default 64 KiB: Envoy's default bound is 60 KiB, ``max_request_headers_kb``;

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from llmroute.config.base import Strict
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class AuditConfig(_Strict):
+class AuditConfig(Strict):
     """The hash-chained decision audit (SQLite). ``path``: the database (None: off);
     ``retention_days``: records older than this are pruned (None: kept); ``queue``: records
     that may wait for the writer before new ones are dropped (and counted)."""
@@ -22,7 +20,7 @@ class AuditConfig(_Strict):
     queue: int = Field(10000, ge=1)
 
 
-class OtlpConfig(_Strict):
+class OtlpConfig(Strict):
     """OpenTelemetry export of finished traces over OTLP/HTTP (protobuf). ``endpoint``: the
     collector's traces URL (e.g. ``http://otel-collector:4318/v1/traces``); ``headers``
     sent with each export; ``service_name``: the ``service.name`` resource attribute;
@@ -36,7 +34,7 @@ class OtlpConfig(_Strict):
     queue: int = Field(8192, ge=1)
 
 
-class TraceStoreConfig(_Strict):
+class TraceStoreConfig(Strict):
     """Finished traces kept in SQLite too, so ``GET /trace/{id}`` finds them after they
     leave the ring or the router restarts. ``path``: the database (None: off);
     ``retention_days``: older traces are pruned (None: kept); ``max_traces``: at most
@@ -49,7 +47,7 @@ class TraceStoreConfig(_Strict):
     queue: int = Field(10000, ge=1)
 
 
-class ObserveConfig(_Strict):
+class ObserveConfig(Strict):
     """``trace_ring``: finished traces kept in memory for ``GET /trace/{id}`` (0: none);
     ``log_requests``: one structured log line per request; ``log_prompts``: that line
     carries the prompt and answer text too (off: never logged); ``log_format``: how

@@ -1,4 +1,4 @@
-"""The ``anchor:`` section of the config (``config.py`` loads it): which plugins run, and
+"""The ``anchor:`` section of the config (``config/root.py`` loads it): which plugins run, and
 each plugin's own parameters.
 
 A plugin instance is ``{type, weight, params}``, as in GIE's plugin config: ``type`` is the
@@ -22,7 +22,6 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
     SerializeAsAny,
     ValidationInfo,
@@ -30,18 +29,16 @@ from pydantic import (
     model_validator,
 )
 
+from llmroute.config.base import Strict
+
 Kind = Literal["filter", "scorer", "picker"]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class NoParams(_Strict):
+class NoParams(Strict):
     """The params of a plugin that takes none: any name given is an error."""
 
 
-class ContextFitParams(_Strict):
+class ContextFitParams(Strict):
     """``context-fit`` filter: above ``kv_threshold`` (fraction 0–1) of the KV cache in use,
     the usable context shrinks linearly to ``kv_min_fraction`` of the window at a full
     cache (``anchor/filters/context_fit.py``)."""
@@ -50,7 +47,7 @@ class ContextFitParams(_Strict):
     kv_min_fraction: float = Field(0.5, gt=0, le=1)
 
 
-class TtftHeadroomParams(_Strict):
+class TtftHeadroomParams(Strict):
     """``ttft-headroom`` filter: keeps backends predicted within ``factor`` × the soonest
     predicted TTFT or ``slack_ms`` ms of it, and at least the ``keep`` soonest
     (``anchor/filters/ttft_headroom.py``)."""
@@ -60,7 +57,7 @@ class TtftHeadroomParams(_Strict):
     keep: int = Field(3, ge=1)
 
 
-class SoftmaxParams(_Strict):
+class SoftmaxParams(Strict):
     """``softmax`` picker: the sampling ``temperature``, in units of total score."""
 
     temperature: float = Field(0.1, gt=0)
@@ -85,7 +82,7 @@ FLAT_KEYS: Mapping[str, tuple[Kind, str, str]] = {
 ``key → (kind, type, param)``."""
 
 
-class PluginConfig(_Strict):
+class PluginConfig(Strict):
     """One plugin instance (module docstring): its ``type`` (the key it is given under) and
     its ``params``, an instance of the plugin's own params model."""
 
@@ -114,7 +111,7 @@ class PickerConfig(PluginConfig):
     kind: ClassVar[Kind] = "picker"
 
 
-class AnchorConfig(_Strict):
+class AnchorConfig(Strict):
     """The resource anchor.
 
     Which plugins run: a ``preset`` (default | round-robin | least-in-flight | seed-000 |

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
+
+from llmroute.config.base import Strict
 
 Action = Literal["block", "mask", "flag"]
 """``block``: refuse the request (400 ``content_filter``) / end the answer with
@@ -22,11 +24,7 @@ Mode = Literal["substring", "word"]
 ``_`` are word characters), e.g. ``ass`` in ``an ass`` but not in ``class``."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class WordListConfig(_Strict):
+class WordListConfig(Strict):
     """One word list: ``name`` (the metric and trace label), the file ``path`` (relative:
     from the config file's folder), what to do on a match, where to match, and which
     directions it applies to (``input``: the request's text and tool-call arguments,
@@ -40,7 +38,7 @@ class WordListConfig(_Strict):
                                                                 min_length=1)
 
 
-class ContentFilterConfig(_Strict):
+class ContentFilterConfig(Strict):
     """The sensitive-word filter: ``lists`` (none: the filter is off), reloaded when a file
     changes with ``watch``. An entry longer than ``max_word_chars`` (after normalisation)
     makes its list invalid: a streamed answer holds back at most that much text."""

@@ -3,14 +3,12 @@ engine llmroute starts itself, ``local/``) and ``gpu`` (where its GPU signals co
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from llmroute.config.base import Strict
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class LaunchConfig(_Strict):
+class LaunchConfig(Strict):
     """A local llama.cpp engine llmroute starts itself: ``ctx_size`` tokens of KV cache shared
     by ``slots`` parallel sequences, ``threads`` CPU threads."""
 
@@ -20,7 +18,7 @@ class LaunchConfig(_Strict):
     extra_args: tuple[str, ...] = ()
 
 
-class GpuConfig(_Strict):
+class GpuConfig(Strict):
     """Where a backend's GPU signals come from: ``nvml_index`` (a GPU on the router's host,
     read through NVML) or ``dcgm_url`` (a remote DCGM exporter's ``/metrics``; ``gpu`` is
     its ``gpu`` label, e.g. ``"0"``; all GPUs summed when omitted)."""
