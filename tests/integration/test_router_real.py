@@ -25,7 +25,7 @@ import pytest
 import pytest_asyncio
 from fakes.real import real_router
 
-from llmroute import pipeline
+from llmroute.flow import pipeline
 from llmroute.api.wire import parse_chat
 from llmroute.runtime import Runtime
 

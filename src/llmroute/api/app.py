@@ -22,7 +22,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from llmroute import pipeline
+from llmroute.flow import pipeline
 from llmroute.api.admin import (
     create_key,
     list_keys,
@@ -55,7 +55,7 @@ from llmroute.api.trace import get_trace
 from llmroute.api.wire import parse_chat, parse_completion, parse_embeddings
 from llmroute.config import Config
 from llmroute.config.server import CorsConfig
-from llmroute.embeddings import serve_embeddings
+from llmroute.flow.embeddings import serve_embeddings
 from llmroute.errors import LLMRouteError, ShuttingDown
 from llmroute.runtime import Runtime
 

@@ -19,11 +19,11 @@ from dataclasses import asdict
 from starlette.requests import Request
 from starlette.responses import Response
 
-from llmroute import pipeline
+from llmroute.flow import pipeline
 from llmroute.api.responses import json_response
 from llmroute.errors import InvalidRequest
 from llmroute.gate.compress import prompt_request
-from llmroute.legs import PoolLegs
+from llmroute.flow.legs import PoolLegs
 from llmroute.observe.trace import Recorder
 from llmroute.runtime import Runtime
 from llmroute.strategy.protocol import Matched

@@ -25,7 +25,7 @@ from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive, Scope, Send
 
-from llmroute import pipeline
+from llmroute.flow import pipeline
 from llmroute.api.body import read_json
 from llmroute.api.errors import keep_request_id, on_llmroute_error, on_unexpected
 from llmroute.errors import LLMRouteError

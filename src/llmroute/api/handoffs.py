@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from llmroute import pipeline
+from llmroute.flow import pipeline
 from llmroute.api.body import read_json
 from llmroute.api.responses import json_response
 from llmroute.errors import InvalidRequest, NotFound

@@ -5,5 +5,5 @@ breaker, stats, dispatch's ``Deps``) and owns their lifetime (``open_runtime``: 
 engines, the signal collector); ``anchor.py`` builds the anchor's profile, shared plugin
 objects and signal collector; ``gate.py`` the configured gate; ``serve.py`` serves the app
 over it. Nothing on the request
-path (``pipeline.py``, ``dispatch/``, ``api/``) imports this package.
+path (``flow/``, ``dispatch/``, ``api/``) imports this package.
 """

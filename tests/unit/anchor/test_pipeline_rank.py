@@ -10,7 +10,7 @@ from fakes.anchor_ctx import request
 from fakes.router import make_config, open_router
 from fakes.upstream import serve_upstream
 
-from llmroute import pipeline
+from llmroute.flow import pipeline
 from llmroute.assemble.runtime import make_backends, wire
 from llmroute.types import Intent, RoutePlan
 

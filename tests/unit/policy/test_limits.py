@@ -130,7 +130,7 @@ async def test_concurrency_leases_cap_requests_in_flight(gated):
 
 
 async def test_a_client_leaving_mid_stream_frees_its_lease_and_settles(gated):
-    from llmroute import pipeline
+    from llmroute.flow import pipeline
     from llmroute.api.wire import parse_chat
 
     async with gated(script=[("stall", 5)]) as g:

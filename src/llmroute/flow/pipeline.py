@@ -12,13 +12,13 @@ from typing import Any
 from llmroute import dispatch
 from llmroute.anchor.protocol import AnchorContext
 from llmroute.errors import LLMRouteError, NoBackendAvailable
-from llmroute.legs import PoolLegs
+from llmroute.flow.legs import PoolLegs
 from llmroute.observe.trace import Recorder
 from llmroute.policy.auth import Caller
 from llmroute.policy.priority import PriorityClass, PriorityGate
 from llmroute.policy.counting import context_limit, too_long
 from llmroute.policy.usage import Metered, answer_tokens
-from llmroute.routed import Decision, Routed
+from llmroute.flow.routed import Decision, Routed
 from llmroute.runtime import Runtime
 from llmroute.strategy.answers import non_streamed, replay
 from llmroute.strategy.protocol import NO_HEADERS, Matched, Run, Runner

@@ -18,7 +18,7 @@ from typing import Any
 from llmroute import dispatch
 from llmroute.errors import InvalidRequest, ModelNotFound
 from llmroute.observe.trace import Recorder
-from llmroute.pipeline import Routed, rank
+from llmroute.flow.pipeline import Routed, rank
 from llmroute.policy.auth import Caller
 from llmroute.runtime import Runtime
 from llmroute.types import Backend, ChatRequest, Intent, RoutePlan
