@@ -232,19 +232,23 @@ def test_a_killed_writer_leaves_a_verifiable_prefix(tmp_path):
     import time
 
     path = tmp_path / "a.sqlite3"
-    script = ("import sys\nfrom llmroute.observe import audit_chain\n"
-              "conn = audit_chain.connect(sys.argv[1])\ni = 0\nwhile True:\n"
+    # the writer stops by itself after 60 s, so a test run that dies leaves no writer behind
+    script = ("import sys, time\nfrom llmroute.observe import audit_chain\n"
+              "conn = audit_chain.connect(sys.argv[1])\ni = 0\nend = time.monotonic() + 60\n"
+              "while time.monotonic() < end:\n"
               "    audit_chain.append(conn, [{'at': float(i + j), 'request_id': f'r{i + j}',"
               " 'pad': 'x' * 500} for j in range(50)])\n    i += 50\n")
     proc = subprocess.Popen([sys.executable, "-c", script, str(path)],
                             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        time.sleep(0.2)
-        if path.exists() and verdict(path).checked >= 200:
-            break
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            if path.exists() and verdict(path).checked >= 200:
+                break
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
     v = verdict(path)
     assert v.ok and v.checked >= 200 and v.checked % 50 == 0
     with sqlite3.connect(path) as conn:
