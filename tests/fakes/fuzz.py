@@ -45,7 +45,8 @@ HUMAN = """\
 @dataclass
 class FuzzStats:
     """What a fuzz run saw: ``cases`` sent, ``server_errors`` (500s), ``bad_bodies`` (a
-    4xx/5xx whose body is not OpenAI-shaped), ``hangs`` (no answer in TIMEOUT_S), the
+    4xx/5xx whose body is not in its surface's error shape: Anthropic's on
+    ``/v1/messages*``, else OpenAI's), ``hangs`` (no answer in TIMEOUT_S), the
     ``statuses`` seen per operation, and one curl line per finding."""
 
     cases: int = 0
@@ -63,6 +64,13 @@ def openai_error(body: Any) -> bool:
             and isinstance(err["message"], str) and isinstance(err["type"], str))
 
 
+def anthropic_error(body: Any) -> bool:
+    """Whether ``body`` is ``{"type": "error", "error": {type: str, message: str}}``."""
+    err = body.get("error") if isinstance(body, dict) else None
+    return (body.get("type") == "error" and isinstance(err, dict)
+            and isinstance(err.get("type"), str) and isinstance(err.get("message"), str))
+
+
 def _check(stats: FuzzStats, case: Any, resp: requests.Response | None) -> None:
     stats.cases += 1
     if resp is None:
@@ -73,8 +81,9 @@ def _check(stats: FuzzStats, case: Any, resp: requests.Response | None) -> None:
     seen[resp.status_code] = seen.get(resp.status_code, 0) + 1
     if resp.status_code < 400:
         return
+    shape = anthropic_error if case.path.startswith("/v1/messages") else openai_error
     try:
-        shaped = openai_error(resp.json())
+        shaped = shape(resp.json())
     except ValueError:
         shaped = False
     stats.server_errors += resp.status_code == 500

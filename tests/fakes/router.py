@@ -9,6 +9,7 @@ from typing import Any
 
 import aiohttp
 import httpx
+import httpx2
 
 from llmroute.api.app import create_app
 from llmroute.config import Config
@@ -44,3 +45,11 @@ async def open_router(config: Config) -> AsyncIterator[tuple[Runtime, httpx.Asyn
         async with httpx.AsyncClient(transport=transport, base_url="http://router") as client:
             yield rt, client
 
+
+
+def httpx2_client(client: httpx.AsyncClient) -> httpx2.AsyncClient:
+    """An ``httpx2`` client on the same app as ``client`` (an ``open_router`` client): the
+    ``anthropic`` SDK takes only ``httpx2`` clients."""
+    app = client._transport.app  # type: ignore[attr-defined]
+    return httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app),
+                              base_url="http://router")

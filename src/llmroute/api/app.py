@@ -47,6 +47,7 @@ from llmroute.api.handoffs import (
     list_handoffs,
     show_handoff,
 )
+from llmroute.api.messages import Messages, count_tokens
 from llmroute.api.metrics import metrics
 from llmroute.api.openapi import build_openapi, openapi_endpoint
 from llmroute.api.ready import ready
@@ -81,12 +82,15 @@ def create_app(config: Config, *, runtime: Runtime | None = None,
             yield
 
     exchanges = {"/v1/chat/completions": Exchange(parse_chat),
-                 "/v1/completions": Exchange(parse_completion),
-                 "/v1/embeddings": Exchange(parse_embeddings, serve_embeddings)}
+                 "/v1/completions": Exchange(parse_completion, api="completions"),
+                 "/v1/embeddings": Exchange(parse_embeddings, serve_embeddings,
+                                            api="embeddings"),
+                 "/v1/messages": Exchange(None, surface=Messages())}
     cors = _cors(config.server.cors)
     hot: dict[str, ASGIApp] = {path: ex if cors is None else CORSMiddleware(ex, **cors)
                                for path, ex in exchanges.items()}
-    app = Gateway(hot, routes=_routes(exchanges), lifespan=lifespan, exception_handlers={
+    app = Gateway(hot, exchanges, routes=_routes(exchanges), lifespan=lifespan,
+                  exception_handlers={
         LLMRouteError: on_llmroute_error, HTTPException: on_http_error,
         Exception: on_unexpected},
         middleware=[] if cors is None else [Middleware(CORSMiddleware, **cors)])
@@ -111,11 +115,12 @@ class Gateway(Starlette):
     ``bench/overhead.py``; with CORS on, its middleware wraps them). Every other path, and
     these under a ``root_path``, go through Starlette's routing and middleware as
     usual. ``drain``: while it is active, they answer
-    503 ``server_shutting_down`` (``api/drain.py``)."""
+    503 ``server_shutting_down`` (``api/drain.py``), in each exchange's own shape."""
 
-    def __init__(self, hot: dict[str, ASGIApp], **kwargs: Any):
+    def __init__(self, hot: dict[str, ASGIApp], exchanges: dict[str, Exchange],
+                 **kwargs: Any):
         super().__init__(**kwargs)
-        self._hot = hot
+        self._hot, self._exchanges = hot, exchanges
         self.drain = Drain()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -126,20 +131,17 @@ class Gateway(Starlette):
             return
         scope["app"] = self
         if self.drain.since is not None:
-            await _refuse_draining(scope, receive, send)
+            exc = ShuttingDown("the server is shutting down; retry the request",
+                               retry_after_s=DRAIN_RETRY_AFTER_S)
+            await self._exchanges[scope["path"]].refuse(scope, receive, send, exc)
             return
         await hot(scope, receive, send)
-
-
-async def _refuse_draining(scope: Scope, receive: Receive, send: Send) -> None:
-    exc = ShuttingDown("the server is shutting down; retry the request",
-                       retry_after_s=DRAIN_RETRY_AFTER_S)
-    await (await on_llmroute_error(Request(scope, receive), exc))(scope, receive, send)
 
 
 def _routes(hot: dict[str, Exchange]) -> list[Route]:
     return [
         *(Route(path, exchange, methods=["POST"]) for path, exchange in hot.items()),
+        Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Route("/openapi.json", openapi_endpoint(build_openapi()), methods=["GET"]),

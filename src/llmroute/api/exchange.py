@@ -12,6 +12,11 @@ Errors before the answer starts are sent in OpenAI shape by the same handlers St
 uses (``api/errors.py``); an error after a stream has started is logged and re-raised, so
 the server closes the connection (the relay already ends every stream with ``[DONE]`` or an
 OpenAI error event, so this is a bug path).
+
+A ``Surface`` (``api/surface.py``: Anthropic Messages, OpenAI Responses) is served by the
+same exchange: the surface turns its body into the one internal ``ChatRequest``, the flow
+runs unchanged (``pipeline.route``, the only call into it), and the surface translates the
+``Routed`` answer and every refusal into its own shapes.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from starlette.types import Receive, Scope, Send
 from llmroute.flow import pipeline
 from llmroute.api.body import read_json
 from llmroute.api.errors import keep_request_id, on_llmroute_error, on_unexpected
+from llmroute.api.surface import Surface
 from llmroute.errors import LLMRouteError
 from llmroute.observe.trace import Recorder, failure
 from llmroute.runtime import Runtime
@@ -42,12 +48,18 @@ _JSON_HEADERS = [(b"content-type", b"application/json")]
 class Exchange:
     """ASGI app for ``POST /v1/chat/completions``, ``/v1/completions`` or
     ``/v1/embeddings``; ``parse`` turns the JSON body into a ChatRequest (raises
-    InvalidRequest), ``server`` serves it once admitted (None: ``pipeline.serve``). Answers 200 with JSON or SSE,
-    an OpenAI-shaped 4xx/5xx, or nothing when the client disconnects first."""
+    InvalidRequest), ``server`` serves it once admitted (None: ``pipeline.serve``). Answers
+    200 with JSON or SSE, an OpenAI-shaped 4xx/5xx, or nothing when the client disconnects
+    first. ``api`` labels the request's trace and metrics (``chat``, ``completions``,
+    ``embeddings``; a surface's own name); with a ``surface`` it parses, answers and refuses
+    in that surface's shapes (``parse`` is then unused)."""
 
-    def __init__(self, parse: Parser, server: pipeline.Server | None = None):
+    def __init__(self, parse: Parser | None, server: pipeline.Server | None = None,
+                 api: str = "chat", surface: Surface | None = None):
         self._parse = parse
         self._server = server
+        self._surface = surface
+        self.api = surface.api if surface is not None else api
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         reply = _Reply(send)
@@ -58,9 +70,18 @@ class Exchange:
         except Exception as exc:
             if reply.started:
                 raise
-            request = Request(scope, receive)
-            handler = on_llmroute_error if isinstance(exc, LLMRouteError) else on_unexpected
-            await (await handler(request, exc))(scope, receive, send)
+            await self.refuse(scope, receive, send, exc)
+
+    async def refuse(self, scope: Scope, receive: Receive, send: Send, exc: Exception) -> None:
+        """Answer ``exc`` (before any byte of an answer went out): an LLMRouteError as its
+        4xx/5xx, anything else as a logged 500, in the surface's shape (OpenAI's without
+        one)."""
+        request = Request(scope, receive)
+        handler = on_llmroute_error if isinstance(exc, LLMRouteError) else on_unexpected
+        response = await handler(request, exc)
+        if self._surface is not None:
+            response = self._surface.refusal(response)
+        await response(scope, receive, send)
 
     async def _serve(self, scope: Scope, receive: Receive, reply: _Reply) -> None:
         rt: Runtime = scope["app"].state.runtime
@@ -68,6 +89,7 @@ class Exchange:
         rid = keep_request_id(scope, _text(headers, b"x-request-id"))
         http_headers = Headers(scope=scope)
         trace = rt.observer.recorder(rid, http_headers)
+        trace.summary["api"] = self.api
         try:
             await self._answer(rt, receive, reply, headers, http_headers, trace)
         except BaseException as exc:
@@ -83,12 +105,19 @@ class Exchange:
         body = await read_json(receive, _text(headers, b"content-type"),
                                _text(headers, b"content-length"),
                                rt.config.server.max_body_bytes)
-        chat = self._parse(body, trace.request_id)
+        surface = self._surface
+        if surface is None:
+            assert self._parse is not None
+            chat = self._parse(body, trace.request_id)
+        else:
+            chat = await surface.request(rt, body, trace.request_id, caller)
         trace.received(chat.stream, chat.prompt_tokens, chat.text)
         with DisconnectWatch(receive) as watch:
             try:
                 routed = await pipeline.route(rt, chat, caller, http_headers, trace,
                                               self._server)
+                if surface is not None:
+                    routed = await surface.answer(rt, chat, routed, caller)
                 if routed.stream is None:
                     await reply.json(routed.body, routed.headers)
                 else:

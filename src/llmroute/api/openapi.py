@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from llmroute.api.admin import KeyIn
+from llmroute.api.anthropic_wire import CountTokensRequest, MessagesRequest
 from llmroute.api.handoffs import AnswerIn, ClaimIn
 from llmroute.api.wire import ChatCompletionRequest, CompletionRequest, EmbeddingRequest
 
@@ -28,6 +29,13 @@ ERROR_SCHEMA: dict[str, Any] = {
                        "param": {"type": ["string", "null"]},
                        "code": {"type": ["string", "integer", "null"]}}}}}
 """JSON Schema of the OpenAI error body every 4xx/5xx answer carries."""
+ANTHROPIC_ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object", "required": ["type", "error"],
+    "properties": {"type": {"const": "error"}, "request_id": {"type": "string"},
+                   "error": {"type": "object", "required": ["type", "message"],
+                             "properties": {"type": {"type": "string"},
+                                            "message": {"type": "string"}}}}}
+"""JSON Schema of Anthropic's error body, the 4xx/5xx answers of ``/v1/messages*``."""
 
 _OBJECT = {"type": "object"}
 _ADMIN: list[dict[str, list[str]]] = [{"bearerAuth": []}, {}]
@@ -37,7 +45,7 @@ _OPEN: list[dict[str, list[str]]] = []
 def build_openapi(version: str = "0.1.0") -> bytes:
     """The OpenAPI 3.1 document (JSON bytes) of the router's routes; ``version`` is the
     package version it names. Pure: call it once and serve the bytes."""
-    schemas: dict[str, Any] = {"Error": ERROR_SCHEMA}
+    schemas: dict[str, Any] = {"Error": ERROR_SCHEMA, "AnthropicError": ANTHROPIC_ERROR_SCHEMA}
     paths = {**_openai_paths(schemas), **_operator_paths(schemas)}
     doc = {
         "openapi": "3.1.0",
@@ -47,7 +55,10 @@ def build_openapi(version: str = "0.1.0") -> bytes:
         "components": {
             "schemas": schemas,
             "responses": {"Error": {"description": "An OpenAI-shaped error",
-                                    "content": _json({"$ref": "#/components/schemas/Error"})}},
+                                    "content": _json({"$ref": "#/components/schemas/Error"})},
+                          "AnthropicError": {"description": "An Anthropic-shaped error",
+                                             "content": _json({
+                                                 "$ref": "#/components/schemas/AnthropicError"})}},
             "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer",
                                                "description": "An API key (auth.enabled)"}}},
         "security": [{"bearerAuth": []}, {}],
@@ -78,13 +89,15 @@ def _json(schema: dict[str, Any]) -> dict[str, Any]:
 
 def _op(summary: str, ok: dict[str, Any], *, body: dict[str, Any] | None = None,
         params: list[dict[str, Any]] | None = None, status: str = "200",
-        security: list[dict[str, list[str]]] | None = None) -> dict[str, Any]:
-    """One operation: its 2xx answer ``ok`` (content by media type) and OpenAI errors."""
+        security: list[dict[str, list[str]]] | None = None, error: str = "Error"
+        ) -> dict[str, Any]:
+    """One operation: its 2xx answer ``ok`` (content by media type) and its errors (the
+    ``error`` response: OpenAI's, or ``AnthropicError``)."""
     op: dict[str, Any] = {
         "summary": summary, "operationId": _operation_id(summary),
         "responses": {status: {"description": "OK", "content": ok},
-                      "4XX": {"$ref": "#/components/responses/Error"},
-                      "5XX": {"$ref": "#/components/responses/Error"}}}
+                      "4XX": {"$ref": f"#/components/responses/{error}"},
+                      "5XX": {"$ref": f"#/components/responses/{error}"}}}
     if body is not None:
         op["requestBody"] = {"required": True, "content": _json(body)}
     if params:
@@ -117,6 +130,12 @@ def _openai_paths(schemas: dict[str, Any]) -> dict[str, Any]:
         "/v1/embeddings": {"post": _op(
             "create_embedding: embeddings of the inputs", _json(_OBJECT),
             body=_schema(EmbeddingRequest, schemas), params=rid)},
+        "/v1/messages": {"post": _op(
+            "create_message: an Anthropic Messages answer, JSON or SSE", answer,
+            body=_schema(MessagesRequest, schemas), params=rid, error="AnthropicError")},
+        "/v1/messages/count_tokens": {"post": _op(
+            "count_message_tokens: the prompt tokens of a Messages request", _json(_OBJECT),
+            body=_schema(CountTokensRequest, schemas), error="AnthropicError")},
         "/v1/models": {"get": _op("list_models: the served models", _json(_OBJECT))},
         "/v1/handoffs/{ticket}": {"get": _op(
             "fetch_handoff: a hand-off ticket and its answer", _json(_OBJECT),

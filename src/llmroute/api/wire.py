@@ -139,7 +139,7 @@ class CompletionRequest(_Sampling):
 
 def parse_chat(body: Any, request_id: str) -> ChatRequest:
     """Validate a chat body into a ChatRequest. Raises InvalidRequest naming the field."""
-    wire = _validate(ChatCompletionRequest, body)
+    wire = validate(ChatCompletionRequest, body)
     texts: list[str] = []
     user_turns = 0
     for m in wire.messages:
@@ -155,7 +155,7 @@ def parse_chat(body: Any, request_id: str) -> ChatRequest:
 
 def parse_completion(body: Any, request_id: str) -> ChatRequest:
     """Validate a legacy completions body. Raises InvalidRequest naming the field."""
-    wire = _validate(CompletionRequest, body)
+    wire = validate(CompletionRequest, body)
     text = _prompt_text(wire.prompt)
     return ChatRequest(
         endpoint="completions", body=body, model=wire.model, stream=wire.stream, text=text,
@@ -173,13 +173,20 @@ def _token_count(prompt: Any) -> int:
     return sum(len(p) if isinstance(p, list) else 1 for p in prompt)
 
 
-def _validate(model: type[_Open], body: Any) -> Any:
+def validate(model: type[BaseModel], body: Any, deepest: bool = False) -> Any:
+    """``body`` validated by ``model`` (its validator itself). Raises InvalidRequest (400)
+    for a body that is not a JSON object, or naming the first invalid field (``param``
+    OpenAI-style, e.g. ``messages[0].content``); ``deepest``: the error deepest in the body
+    instead (inside the union member a value matched: an unknown block ``type`` in a list,
+    not "expected a string")."""
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object", code="invalid_body")
     try:  # the model's validator itself: what model_validate calls, minus its wrapper
         return model.__pydantic_validator__.validate_python(body)
     except ValidationError as exc:
         errors = exc.errors()
+        if deepest:
+            errors = [max(errors, key=lambda e: len(e["loc"]))]
         param = _param(errors[0]["loc"])
         raise InvalidRequest(_message(param, errors), param=param or None,
                              code=_code(errors[0]["type"])) from exc
@@ -238,7 +245,7 @@ class EmbeddingRequest(_Open):
 
 def parse_embeddings(body: Any, request_id: str) -> ChatRequest:
     """Validate an embeddings body. Raises InvalidRequest naming the field."""
-    wire = _validate(EmbeddingRequest, body)
+    wire = validate(EmbeddingRequest, body)
     text = _prompt_text(wire.input)
     return ChatRequest(
         endpoint="embeddings", body=body, model=wire.model, stream=False, text=text,

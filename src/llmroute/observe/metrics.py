@@ -8,8 +8,9 @@ the config and strategy files, statuses are HTTP codes; never request ids or tex
   the breaker's views at scrape time);
 * ``llmroute_fuse_handoffs_total{backend, reason}`` / ``llmroute_fuse_dead_ends_total``
   — handoffs away from a backend / streams ended by an error event;
-* ``llmroute_requests_total{pool, backend, intent, strategy, status}`` — answered requests
-  (``backend`` is ``none`` when no backend served it);
+* ``llmroute_requests_total{pool, backend, intent, strategy, status, api}`` — answered
+  requests (``backend`` is ``none`` when no backend served it; ``api`` the surface asked:
+  ``chat``, ``completions``, ``embeddings``, ``messages``, ``responses``);
 * ``gen_ai_server_request_duration_seconds{pool, backend}``,
   ``gen_ai_server_time_to_first_token_seconds{pool, backend}`` and
   ``gen_ai_server_time_per_output_token_seconds{pool, backend}`` — histograms (the
@@ -95,7 +96,8 @@ class Metrics:
                                  "because no backend could continue them",
                                  ["backend", "reason"], registry=r)
         self.requests = Counter("llmroute_requests", "Answered requests",
-                                ["pool", "backend", "intent", "strategy", "status"], registry=r)
+                                ["pool", "backend", "intent", "strategy", "status", "api"],
+                                registry=r)
         where = ["pool", "backend"]
         self.duration = Histogram("gen_ai_server_request_duration_seconds", "Request duration",
                                   where, buckets=LATENCY_BUCKETS, registry=r)

@@ -122,7 +122,7 @@ class Observer:
     def _measure(self, trace: Trace, stream: bool) -> None:
         s, m = trace.summary, self.metrics
         key = (s.get("pool", "none"), s.get("backend", "none"), s.get("intent", "none"),
-               s.get("strategy", "none"), str(trace.status))
+               s.get("strategy", "none"), str(trace.status), s.get("api", "chat"))
         count, duration, tokens_in, tokens_out, ttft, tpot = self._series.get(key) \
             or self._labelled(key)
         count.inc()
@@ -151,7 +151,7 @@ class Observer:
 
     def _labelled(self, key: tuple[str, ...]) -> tuple[Any, ...]:
         """The request's labelled series for ``key`` (pool, backend, intent, strategy,
-        status), made once: ``labels()`` takes a lock and builds a tuple per call."""
+        status, api), made once: ``labels()`` takes a lock and builds a tuple per call."""
         m, where = self.metrics, key[:2]
         series = (m.requests.labels(*key), m.duration.labels(*where),
                   m.tokens.labels(*where, "input"), m.tokens.labels(*where, "output"),

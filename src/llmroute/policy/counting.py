@@ -91,13 +91,29 @@ class TokenCounter:
         return (self._config.auto_clamp_max_tokens and mt is not None and low + mt > top
                 and low + self._config.min_output_tokens <= top)
 
+    async def count(self, request: ChatRequest) -> ChatRequest:
+        """``request`` with its prompt counted by the tokenizer of a backend that serves
+        its ``model`` (a served model name or a pool; else the first that can count),
+        cached as ``measure``'s counts; as is (the estimate) when none can count in time.
+        For a client asking the count itself (``/v1/messages/count_tokens``)."""
+        if not self._tokenizers:
+            return request
+        named = [bt for bt in self._tokenizers
+                 if request.model in (bt[0].model, bt[0].pool)] or self._tokenizers
+        return await self._counted(request, named[0], None)
+
     async def _count(self, request: ChatRequest, need: int, trace: Recorder | None
                      ) -> ChatRequest:
         """The request with the nearest backend's count (cached), or as is on failure."""
         if not self._tokenizers:
             return request
-        backend, tokenizer = min(self._tokenizers,
-                                 key=lambda bt: abs(bt[0].context_length - need))
+        return await self._counted(request, min(
+            self._tokenizers, key=lambda bt: abs(bt[0].context_length - need)), trace)
+
+    async def _counted(self, request: ChatRequest, counting: Counting,
+                       trace: Recorder | None) -> ChatRequest:
+        """The request with ``counting``'s count (cached), or as is on failure."""
+        backend, tokenizer = counting
         key = (backend.model, _digest(request))
         tokens = self._cache.get(key)
         source = "cache" if tokens is not None else "tokenizer"

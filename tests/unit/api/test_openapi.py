@@ -39,8 +39,9 @@ async def test_every_route_and_method_is_documented():
 def test_every_error_answer_is_the_openai_error_body():
     doc = json.loads(build_openapi())
     assert doc["components"]["schemas"]["Error"] == ERROR_SCHEMA
-    ref = {"$ref": "#/components/responses/Error"}
-    for ops in doc["paths"].values():
+    for path, ops in doc["paths"].items():
+        surface = "Anthropic" if path.startswith("/v1/messages") else ""
+        ref = {"$ref": f"#/components/responses/{surface}Error"}
         for op in ops.values():
             assert op["responses"]["4XX"] == ref and op["responses"]["5XX"] == ref
             assert any(s.startswith("2") for s in op["responses"])

@@ -1,0 +1,100 @@
+"""The contract of a client surface translated at the edge (``/v1/messages``,
+``/v1/responses``): one module per surface turns its body into the one internal request
+(``ChatRequest``, a Chat Completions body) and the ``Routed`` answer — a chat completion, or
+its SSE chunks — back into the surface's own shapes. Nothing below ``api/`` sees a second
+request shape: every layer (policies, gate, strategies, anchor, failover, the fuse's
+handoff, traces, metrics) serves the translated request as it serves ``/v1/chat/completions``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
+
+import orjson
+from starlette.responses import Response
+
+from llmroute.backends.sse import SSEDecoder
+from llmroute.flow.routed import Routed
+from llmroute.policy.auth import Caller
+from llmroute.runtime import Runtime
+from llmroute.types import ChatRequest
+
+
+class Surface(Protocol):
+    """One client API translated onto the chat request; ``api`` names it in traces and the
+    ``llmroute_requests_total{api}`` label."""
+
+    api: str
+
+    async def request(self, rt: Runtime, body: Any, request_id: str, caller: Caller | None
+                      ) -> ChatRequest:
+        """The chat request for the surface's JSON ``body``. Raises InvalidRequest (400)
+        naming the field, NotFound (404) for state it names that ``caller`` cannot see."""
+        ...
+
+    async def answer(self, rt: Runtime, request: ChatRequest, routed: Routed,
+                     caller: Caller | None) -> Routed:
+        """``routed`` (a chat completion or its SSE chunks) in the surface's shape; a stream
+        is translated chunk by chunk as it flows, never gathered first."""
+        ...
+
+    def refusal(self, response: Response) -> Response:
+        """The OpenAI-shaped error ``response`` (status, headers, ``{"error": {...}}``) in
+        the surface's error shape."""
+        ...
+
+
+def error_fields(response: Response) -> dict[str, Any]:
+    """The ``error`` object of an OpenAI-shaped error ``response`` (empty when absent)."""
+    body = orjson.loads(bytes(response.body))
+    error = body.get("error") if isinstance(body, dict) else None
+    return error if isinstance(error, dict) else {}
+
+
+def reshaped(response: Response, status: int, body: Any) -> Response:
+    """``response`` with ``status`` and the JSON ``body``; its headers (``x-request-id``,
+    ``retry-after``, ``x-ratelimit-*``) kept."""
+    headers = {k: v for k, v in response.headers.items()
+               if k not in ("content-length", "content-type")}
+    return Response(orjson.dumps(body), status, headers, media_type="application/json")
+
+
+class Translation(Protocol):
+    """A stream translator's three hooks (see ``translated``)."""
+
+    def chunk(self, obj: dict[str, Any]) -> bytes:
+        """The surface's events for one chat chunk (b"" when there are none)."""
+        ...
+
+    def failed(self, error: dict[str, Any]) -> bytes:
+        """The surface's events for an in-stream error (an OpenAI ``error`` object)."""
+        ...
+
+    async def done(self) -> bytes:
+        """The surface's closing events (the chat stream's ``[DONE]`` came)."""
+        ...
+
+
+async def translated(stream: AsyncIterator[bytes], translation: Translation
+                     ) -> AsyncIterator[bytes]:
+    """``stream`` (the chat SSE the flow answers: chunks, then ``[DONE]`` or an error event)
+    translated event by event as each piece arrives: what one piece of the chat stream
+    completes goes out at once, nothing is held for the answer's end. Closing the result
+    closes ``stream`` (and with it the upstream request)."""
+    decoder = SSEDecoder()
+    try:
+        async for data in stream:
+            out = b""
+            for event in decoder.feed(data):
+                if event.data == "[DONE]":
+                    out += await translation.done()
+                    continue
+                obj = orjson.loads(event.data)
+                error = obj.get("error")
+                out += translation.failed(error) if isinstance(error, dict) \
+                    else translation.chunk(obj)
+            if out:
+                yield out
+    finally:
+        await stream.aclose()  # type: ignore[attr-defined]
