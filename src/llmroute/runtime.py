@@ -26,6 +26,7 @@ from llmroute.policy.counting import TokenCounter
 from llmroute.policy.filter import ContentFilter
 from llmroute.policy.gateway import Policy
 from llmroute.policy.priority import PriorityGate
+from llmroute.state.responses import ResponseStore
 from llmroute.strategy.book import StrategyBook
 from llmroute.strategy.handoffs import HandoffStore
 from llmroute.types import Backend
@@ -52,7 +53,8 @@ class Runtime:
     None with auth off; ``handoffs`` the ``human`` kind's ticket queue; ``content_filter``
     the sensitive-word filter, None without word lists; ``priority`` the SLO priority
     classes' admission gate, None without classes; ``tokens`` the count-tokens step
-    (context length), None: the estimate alone; ``collectors`` the metric families of this
+    (context length), None: the estimate alone; ``responses`` the stored answers of
+    ``/v1/responses`` (None: nothing is stored); ``collectors`` the metric families of this
     backend set (strategy reloads, engine signals, anchor scores, priority queues),
     registered in ``metrics.registry`` while this Runtime serves (a reload swaps them,
     ``assemble/reload.py``)."""
@@ -77,4 +79,5 @@ class Runtime:
     content_filter: ContentFilter | None = None
     priority: PriorityGate | None = None
     tokens: TokenCounter | None = None
+    responses: ResponseStore | None = None
     collectors: CollectorRegistry | None = None

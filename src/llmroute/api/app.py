@@ -49,6 +49,7 @@ from llmroute.api.handoffs import (
 )
 from llmroute.api.messages import Messages, count_tokens
 from llmroute.api.metrics import metrics
+from llmroute.api.openai_responses import Responses, delete_response, get_response
 from llmroute.api.openapi import build_openapi, openapi_endpoint
 from llmroute.api.ready import ready
 from llmroute.api.responses import json_response
@@ -85,7 +86,8 @@ def create_app(config: Config, *, runtime: Runtime | None = None,
                  "/v1/completions": Exchange(parse_completion, api="completions"),
                  "/v1/embeddings": Exchange(parse_embeddings, serve_embeddings,
                                             api="embeddings"),
-                 "/v1/messages": Exchange(None, surface=Messages())}
+                 "/v1/messages": Exchange(None, surface=Messages()),
+                 "/v1/responses": Exchange(None, surface=Responses())}
     cors = _cors(config.server.cors)
     hot: dict[str, ASGIApp] = {path: ex if cors is None else CORSMiddleware(ex, **cors)
                                for path, ex in exchanges.items()}
@@ -142,6 +144,8 @@ def _routes(hot: dict[str, Exchange]) -> list[Route]:
     return [
         *(Route(path, exchange, methods=["POST"]) for path, exchange in hot.items()),
         Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
+        Route("/v1/responses/{response_id}", get_response, methods=["GET"]),
+        Route("/v1/responses/{response_id}", delete_response, methods=["DELETE"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Route("/openapi.json", openapi_endpoint(build_openapi()), methods=["GET"]),

@@ -105,19 +105,19 @@ class Exchange:
         body = await read_json(receive, _text(headers, b"content-type"),
                                _text(headers, b"content-length"),
                                rt.config.server.max_body_bytes)
-        surface = self._surface
+        surface, context = self._surface, None
         if surface is None:
             assert self._parse is not None
             chat = self._parse(body, trace.request_id)
         else:
-            chat = await surface.request(rt, body, trace.request_id, caller)
+            chat, context = await surface.request(rt, body, trace.request_id, caller)
         trace.received(chat.stream, chat.prompt_tokens, chat.text)
         with DisconnectWatch(receive) as watch:
             try:
                 routed = await pipeline.route(rt, chat, caller, http_headers, trace,
                                               self._server)
                 if surface is not None:
-                    routed = await surface.answer(rt, chat, routed, caller)
+                    routed = await surface.answer(rt, chat, context, routed, caller)
                 if routed.stream is None:
                     await reply.json(routed.body, routed.headers)
                 else:

@@ -35,14 +35,15 @@ class Messages:
     api = "messages"
 
     async def request(self, rt: Runtime, body: Any, request_id: str, caller: Caller | None
-                      ) -> ChatRequest:
-        """See ``Surface.request``: ``parse_messages``."""
-        return parse_messages(body, request_id)[1]
+                      ) -> tuple[ChatRequest, list[str] | None]:
+        """See ``Surface.request``: ``parse_messages``; the context is the request's
+        ``stop_sequences``."""
+        wire, chat = parse_messages(body, request_id)
+        return chat, wire.stop_sequences
 
-    async def answer(self, rt: Runtime, request: ChatRequest, routed: Routed,
-                     caller: Caller | None) -> Routed:
+    async def answer(self, rt: Runtime, request: ChatRequest, stops: list[str] | None,
+                     routed: Routed, caller: Caller | None) -> Routed:
         """See ``Surface.answer``: a ``message``, or the stream of Anthropic's events."""
-        stops = request.body.get("stop")  # the stop_sequences, as translated
         if routed.stream is None:
             assert routed.body is not None
             return Routed(routed.headers, body=message_of(routed.body, request, stops))

@@ -18,6 +18,7 @@ from starlette.responses import Response
 from llmroute.api.admin import KeyIn
 from llmroute.api.anthropic_wire import CountTokensRequest, MessagesRequest
 from llmroute.api.handoffs import AnswerIn, ClaimIn
+from llmroute.api.responses_wire import ResponsesRequest
 from llmroute.api.wire import ChatCompletionRequest, CompletionRequest, EmbeddingRequest
 
 _REF = "#/components/schemas/{model}"
@@ -136,6 +137,14 @@ def _openai_paths(schemas: dict[str, Any]) -> dict[str, Any]:
         "/v1/messages/count_tokens": {"post": _op(
             "count_message_tokens: the prompt tokens of a Messages request", _json(_OBJECT),
             body=_schema(CountTokensRequest, schemas), error="AnthropicError")},
+        "/v1/responses": {"post": _op(
+            "create_response: an OpenAI Responses answer, JSON or SSE", answer,
+            body=_schema(ResponsesRequest, schemas), params=rid)},
+        "/v1/responses/{response_id}": {
+            "get": _op("get_response: a stored response", _json(_OBJECT),
+                       params=[_param("response_id", "path", {"type": "string"})]),
+            "delete": _op("delete_response: forget a stored response", _json(_OBJECT),
+                          params=[_param("response_id", "path", {"type": "string"})])},
         "/v1/models": {"get": _op("list_models: the served models", _json(_OBJECT))},
         "/v1/handoffs/{ticket}": {"get": _op(
             "fetch_handoff: a hand-off ticket and its answer", _json(_OBJECT),

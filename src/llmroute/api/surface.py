@@ -28,15 +28,17 @@ class Surface(Protocol):
     api: str
 
     async def request(self, rt: Runtime, body: Any, request_id: str, caller: Caller | None
-                      ) -> ChatRequest:
-        """The chat request for the surface's JSON ``body``. Raises InvalidRequest (400)
-        naming the field, NotFound (404) for state it names that ``caller`` cannot see."""
+                      ) -> tuple[ChatRequest, Any]:
+        """The chat request for the surface's JSON ``body``, and what ``answer`` needs of
+        the body besides (the surface's own). Raises InvalidRequest (400) naming the field,
+        NotFound (404) for state it names that ``caller`` cannot see."""
         ...
 
-    async def answer(self, rt: Runtime, request: ChatRequest, routed: Routed,
+    async def answer(self, rt: Runtime, request: ChatRequest, context: Any, routed: Routed,
                      caller: Caller | None) -> Routed:
-        """``routed`` (a chat completion or its SSE chunks) in the surface's shape; a stream
-        is translated chunk by chunk as it flows, never gathered first."""
+        """``routed`` (a chat completion or its SSE chunks) in the surface's shape
+        (``context``: what ``request`` returned beside the chat request); a stream is
+        translated chunk by chunk as it flows, never gathered first."""
         ...
 
     def refusal(self, response: Response) -> Response:

@@ -25,6 +25,8 @@ from llmroute.state.guard import Guarded
 from llmroute.state.memory import MemoryStore
 from llmroute.state.protocol import StateStore
 from llmroute.state.redis import RedisStore
+from llmroute.state.responses import ResponseStore, SqliteResponses
+from llmroute.state.responses_redis import RedisResponses
 
 
 def build_policy(config: Config, clock: Callable[[], float] = time.monotonic,
@@ -63,6 +65,17 @@ def build_store(config: Config, clock: Callable[[], float] = time.monotonic) -> 
     redis = RedisStore(state.url, config.limits.state_timeout_s, prefix=state.prefix,
                        pool_size=state.pool_size)
     return Guarded(redis, fail_closed=state.fail_closed, retry_s=state.retry_s, clock=clock)
+
+
+def build_responses(config: Config) -> ResponseStore:
+    """The store of ``/v1/responses`` answers (``responses:``): in the Redis of ``state:``
+    with ``state.kind: redis`` (every replica reads it), else in the SQLite file
+    ``responses.path``. No I/O: both open on first use."""
+    r, state = config.responses, config.state
+    if state.kind == "redis" and state.url is not None:
+        return RedisResponses(state.url, config.limits.state_timeout_s, r.ttl_s,
+                              r.max_entries, prefix=state.prefix)
+    return SqliteResponses(r.path, r.ttl_s, r.max_entries)
 
 
 def build_priority(config: Config, stats: RouterStats, clock: Callable[[], float],

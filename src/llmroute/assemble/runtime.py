@@ -30,7 +30,7 @@ from llmroute.assemble.anchor import anchor_shared, build_profile, score_gauges
 from llmroute.assemble.gate import make_gate
 from llmroute.assemble.filter import build_filter, watch_filter
 from llmroute.assemble.generations import Generations
-from llmroute.assemble.policy import build_policy, build_priority, build_store
+from llmroute.assemble.policy import build_policy, build_priority, build_responses, build_store
 from llmroute.assemble.strategies import handoff_store, make_book
 from llmroute.assemble.tokens import build_counter
 from llmroute.backends.client import BackendClient
@@ -100,7 +100,8 @@ def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSe
                    fleet=fleet, handoffs=handoffs,
                    policy=build_policy(config, time.monotonic, time.time,
                                        registry=metrics.registry),
-                   content_filter=build_filter(config, metrics, time.time))
+                   content_filter=build_filter(config, metrics, time.time),
+                   responses=build_responses(config))
 
 
 def rewire(old: Runtime, config: Config, backends: dict[str, Backend]) -> Runtime:
@@ -198,6 +199,8 @@ async def open_runtime(config: Config, progress: Progress | None = None,
         if rt.handoffs is not None:
             stack.callback(rt.handoffs.close)
         stack.push_async_callback(rt.observer.close)
+        if rt.responses is not None:
+            stack.push_async_callback(rt.responses.close)
         if rt.policy is not None:
             stack.callback(rt.policy.keys.close)
             stack.push_async_callback(rt.policy.store.close)

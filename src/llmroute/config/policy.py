@@ -1,4 +1,4 @@
-"""The ``auth:``, ``limits:`` and ``state:`` sections of the configuration (gateway policies,
+"""The ``auth:``, ``limits:``, ``state:`` and ``responses:`` sections of the configuration (gateway policies,
 docs/policies.md).
 
 Keys, tenants and their limits live in the key store (``llmroute keys …``), not here; this
@@ -87,6 +87,22 @@ class StateConfig(Strict):
         if self.kind == "redis" and self.url is None:
             raise ValueError("state.kind redis needs state.url (redis://host:port/db)")
         return self
+
+
+class ResponsesConfig(Strict):
+    """Stored answers of ``/v1/responses`` (``store: true``, OpenAI's default), read back by
+    ``previous_response_id`` and ``GET``/``DELETE /v1/responses/{id}``, each visible only to
+    its tenant (docs/surfaces.md). With ``state.kind: memory`` they live in the SQLite file
+    ``path`` (``:memory:``: this process only); with ``state.kind: redis`` in that Redis,
+    shared by every replica. Each is kept ``ttl_s`` seconds (30 days, as OpenAI keeps
+    them), at most ``max_entries`` of them (the oldest go first); an answer whose record
+    (the conversation so far and the answer) is larger than ``max_bytes`` is answered but
+    not stored."""
+
+    path: str = "llmroute-responses.sqlite3"
+    ttl_s: float = Field(30 * 86400.0, gt=0)
+    max_entries: int = Field(100_000, ge=1)
+    max_bytes: int = Field(4 * 1024 * 1024, ge=1024)
 
 
 def redis_url_problem(url: str) -> str | None:

@@ -31,6 +31,7 @@ from llmroute.config.policy import (
     AuthConfig,
     LimitsConfig,
     PriorityConfig,
+    ResponsesConfig,
     StateConfig,
     TokenizerConfig,
     TokensConfig,
@@ -258,6 +259,7 @@ class Config(Strict):
     auth: AuthConfig = AuthConfig()
     limits: LimitsConfig = LimitsConfig()
     state: StateConfig = StateConfig()
+    responses: ResponsesConfig = ResponsesConfig()
     priority: PriorityConfig = PriorityConfig()
     tokens: TokensConfig = TokensConfig()
     content_filter: ContentFilterConfig = ContentFilterConfig()
