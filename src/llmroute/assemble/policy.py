@@ -16,6 +16,8 @@ from llmroute.config import Config
 from llmroute.errors import ConfigError
 from llmroute.policy.auth import Authenticator
 from llmroute.policy.gateway import Policy
+from llmroute.policy.jwks import Jwks, JwtMetrics
+from llmroute.policy.jwt import JwtAuthenticator
 from llmroute.policy.keystore_redis import open_key_store
 from llmroute.policy.limits import Limiter
 from llmroute.policy.load import fleet_headroom
@@ -35,7 +37,8 @@ def build_policy(config: Config, clock: Callable[[], float] = time.monotonic,
                  registry: CollectorRegistry | None = None) -> Policy | None:
     """The policies of ``config`` (keys in ``auth.key_store``, state as ``build_store``
     says; the store's outage counts join ``registry``), or None when ``auth.enabled`` is
-    false. No I/O: the key store opens, and Redis connects, on first use. Raises
+    false; with ``auth.jwt`` JWT callers too (their metrics on ``registry``). No I/O: the
+    key store opens, Redis connects and the JWKS is read on first use. Raises
     ConfigError when auth is on and the admin key's environment variable is unset or empty
     (the operator surfaces would be either open or unreachable)."""
     auth = config.auth
@@ -50,9 +53,14 @@ def build_policy(config: Config, clock: Callable[[], float] = time.monotonic,
     store = build_store(config, clock)
     if registry is not None and isinstance(store, Guarded):
         registry.register(store)
+    jwt = None
+    if auth.jwt is not None:
+        metrics = JwtMetrics(registry)
+        jwt = JwtAuthenticator(auth.jwt, Jwks(auth.jwt, metrics, clock), keys, metrics,
+                               auth.cache_ttl_s, clock, wall_clock)
     return Policy(Authenticator(keys, auth.cache_ttl_s, auth.cache_size, clock, wall_clock),
                   Limiter(store, config.limits, wall_clock), keys, store,
-                  hashlib.sha256(admin.encode("utf-8")).digest(), auth.metrics_open)
+                  hashlib.sha256(admin.encode("utf-8")).digest(), auth.metrics_open, jwt)
 
 
 def build_store(config: Config, clock: Callable[[], float] = time.monotonic) -> StateStore:

@@ -203,6 +203,8 @@ async def open_runtime(config: Config, progress: Progress | None = None,
             stack.push_async_callback(rt.responses.close)
         if rt.policy is not None:
             stack.callback(rt.policy.keys.close)
+            if rt.policy.jwt is not None:
+                stack.push_async_callback(rt.policy.jwt.close)
             stack.push_async_callback(rt.policy.store.close)
             await rt.policy.store.ping()  # a shared store out of reach is logged, not fatal
         await rt.gate.start()  # fits/loads in a worker thread; the loop keeps running

@@ -17,6 +17,59 @@ from llmroute.config.base import Strict
 REDIS_SCHEMES = ("redis", "rediss", "unix")
 
 
+JWT_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384",
+                  "ES512", "EdDSA")
+"""The asymmetric JWS algorithms a JWT caller's token may use (RFC 7518, RFC 8037); never
+``none`` and never an HMAC one (the router holds no shared secret)."""
+
+
+class JwtClaimsConfig(Strict):
+    """Which claims of a verified token name the caller (docs/policies.md, "JWT callers"):
+    ``tenant`` its tenant (required in the token; the tenant's limits apply), ``key`` who it
+    is (required: its trace and audit name it ``jwt:<value>``; when the value is the id of
+    a key in the key store, of the same tenant, that key's limits, models, pools,
+    strategies and priority apply), ``roles`` its roles (a list or a space-separated
+    string; ``operator`` opens the operator surfaces), ``priority`` its priority class."""
+
+    tenant: str = Field("tenant", min_length=1)
+    key: str = Field("sub", min_length=1)
+    roles: str = Field("roles", min_length=1)
+    priority: str = Field("priority", min_length=1)
+
+
+class JwtConfig(Strict):
+    """JWT callers beside API keys: a bearer token signed by ``issuer`` for ``audience``
+    with one of ``algorithms``, verified against the keys of the JWKS at ``jwks_url`` (or
+    the file ``jwks_file``), ``exp``/``nbf``/``iat`` checked with ``leeway_s`` of clock skew.
+    The JWKS is read again every ``refresh_s`` seconds (in the background) and, for a token
+    naming an unknown ``kid``, at most once per ``min_refresh_s``; each read waits at most
+    ``timeout_s``. While the JWKS cannot be read the keys last read keep verifying tokens
+    for ``keys_ttl_s`` seconds after that read, then every token is refused (401
+    ``jwks_unavailable``, counted in ``llmroute_jwt_refusals_total``). A verified token is
+    remembered for ``auth.cache_ttl_s`` (never past its ``exp``), at most ``cache_size``."""
+
+    issuer: str = Field(min_length=1)
+    audience: str | list[str]
+    jwks_url: str | None = None
+    jwks_file: str | None = None
+    algorithms: list[Literal[JWT_ALGORITHMS]] = ["RS256", "ES256", "EdDSA"]  # type: ignore[valid-type]
+    leeway_s: float = Field(30.0, ge=0, le=600)
+    refresh_s: float = Field(300.0, gt=0)
+    min_refresh_s: float = Field(30.0, ge=0)
+    keys_ttl_s: float = Field(3600.0, gt=0)
+    timeout_s: float = Field(5.0, gt=0, le=60)
+    cache_size: int = Field(10_000, ge=1)
+    claims: JwtClaimsConfig = JwtClaimsConfig()
+
+    @model_validator(mode="after")
+    def _one_source(self) -> JwtConfig:
+        if (self.jwks_url is None) == (self.jwks_file is None):
+            raise ValueError("auth.jwt needs exactly one of jwks_url and jwks_file")
+        if not self.algorithms:
+            raise ValueError("auth.jwt.algorithms must name at least one algorithm")
+        return self
+
+
 class AuthConfig(Strict):
     """API keys. ``enabled``: every OpenAI endpoint needs a key (``Authorization: Bearer``
     or ``x-api-key``), and the operator surfaces (``/debug/*``, ``/admin/*``, ``/trace``,
@@ -27,7 +80,8 @@ class AuthConfig(Strict):
     ``cache_ttl_s`` seconds (a revocation takes effect within that), at most ``cache_size``
     of them. ``key_store``: ``sqlite`` (default, ``keys_path``) or ``redis`` (with
     ``state: {kind: redis}``: one key store for every replica, ``policy/keystore_redis.py``;
-    digests only, as in SQLite)."""
+    digests only, as in SQLite). ``jwt``: bearer JWTs from an identity provider are
+    accepted beside keys (``JwtConfig``)."""
 
     enabled: bool = False
     key_store: Literal["sqlite", "redis"] = "sqlite"
@@ -36,6 +90,7 @@ class AuthConfig(Strict):
     metrics_open: bool = False
     cache_ttl_s: float = Field(5.0, gt=0)
     cache_size: int = Field(10_000, ge=1)
+    jwt: JwtConfig | None = None
 
 
 class LimitsConfig(Strict):

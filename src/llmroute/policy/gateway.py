@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from llmroute.errors import AuthenticationFailed, PermissionDenied
 from llmroute.policy.auth import Authenticator, Caller
+from llmroute.policy.jwt import JwtAuthenticator, looks_like_jwt
 from llmroute.policy.keys import presented_key
 from llmroute.policy.keystore_redis import AnyKeyStore
 from llmroute.policy.limits import Limiter, Ticket
@@ -33,7 +34,8 @@ OPERATOR_ONLY = "This endpoint needs the admin key or a key with the operator ro
 @dataclass(frozen=True)
 class Policy:
     """Keys (``auth``, over the key store ``keys``), admission (``limiter``, over the state
-    ``store``), the admin key's SHA-256 ``admin_digest``, and whether ``/metrics`` is open."""
+    ``store``), the admin key's SHA-256 ``admin_digest``, whether ``/metrics`` is open, and
+    JWT callers (``jwt``; None: keys only)."""
 
     auth: Authenticator
     limiter: Limiter
@@ -41,13 +43,19 @@ class Policy:
     store: StateStore
     admin_digest: bytes
     metrics_open: bool = False
+    jwt: JwtAuthenticator | None = None
 
     async def authenticate(self, headers: Mapping[str, str]) -> Caller:
         """The caller presenting a key in ``headers`` (``x-api-key`` is read only without
-        an ``authorization``). Raises AuthenticationFailed (401)."""
+        an ``authorization``), or, with ``jwt``, a JWT there. Raises AuthenticationFailed
+        (401)."""
         authorization = headers.get("authorization")
-        return await self.auth.authenticate(
-            authorization, None if authorization else headers.get("x-api-key"))
+        x_api_key = None if authorization else headers.get("x-api-key")
+        if self.jwt is not None:
+            secret = presented_key(authorization, x_api_key)
+            if secret is not None and looks_like_jwt(secret):
+                return await self.jwt.authenticate(secret)
+        return await self.auth.authenticate(authorization, x_api_key)
 
     async def admit(self, caller: Caller, request: ChatRequest) -> Ticket:
         """Admit ``request`` for ``caller``. Raises PermissionDenied (403: the key may not

@@ -73,8 +73,9 @@ class ApiKey:
 
     @property
     def display(self) -> str:
-        """How logs and messages name the key: ``lr-AbCd1234…``."""
-        return f"{KEY_PREFIX}{self.prefix}…"
+        """How logs and messages name the key: ``lr-AbCd1234…`` (a JWT caller, which has
+        no prefix: its id, ``jwt:<subject>``)."""
+        return f"{KEY_PREFIX}{self.prefix}…" if self.prefix else self.id
 
     def usable(self, now: float) -> bool:
         """Neither revoked nor expired at epoch ``now``."""
