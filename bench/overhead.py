@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 import policies as _policies
 import procs as _procs
 from idle import shallow_idle
-from overhead_report import report
+from overhead_report import report, report_only
 from rich.console import Console
 from rich.progress import Progress
 
@@ -105,6 +105,7 @@ backends:
      context_length: 32768}}
 routing: {{default_pool: bench}}
 gate: {{kind: {'semantic' if gate else 'off'}}}
+responses: {{path: "{work / 'responses.sqlite3'}"}}
 """ + (f"""observe: {{log_requests: true, audit: {{path: "{audit}"}}}}\n""" if observed else ""))
     return path
 
@@ -134,8 +135,18 @@ KEYS: dict[str, str] = {}
 """Path name → the key its load generator sends instead of ``MASTER_KEY``."""
 
 
-def start_all(work: Path, console: Console) -> dict[str, _procs.Server]:
-    """Start the upstream and every proxy; returns them by path name once all answer."""
+SURFACES = {"llmroute-messages": {"api": "messages", "path": "/v1/messages"},
+            "llmroute-responses": {"api": "responses", "path": "/v1/responses"},
+            "llmroute-responses-stored": {"api": "responses", "path": "/v1/responses",
+                                          "store": True}}
+"""The translated surfaces' paths, measured on the ``llmroute`` server: load generator spec
+keys (the body's shape, the URL path, ``store``)."""
+
+
+def start_all(work: Path, console: Console, only: set[str] | None = None
+              ) -> dict[str, _procs.Server]:
+    """Start the upstream and every proxy (``only``: those paths, and the servers their
+    aliases need); returns them by path name once all answer."""
     py = sys.executable
     up = _procs.start("upstream", [py, str(LIB / "upstream.py"), str(port := _procs.free_port()),
                                    str(CHUNKS), str(CHUNK_DELAY_MS)], port, LOAD_CORE, work)
@@ -154,16 +165,24 @@ def start_all(work: Path, console: Console) -> dict[str, _procs.Server]:
                    "--port", "{port}", "--log-level", "warning"],
         "llmroute-pause": [py, str(LIB / "paused.py"), "{port}",
                            str(_llmroute_config(work, up.url, False))],
-        "litellm": [str(litellm_bin(console)), "--config", str(_litellm_config(work, up.url)),
-                    "--port", "{port}", "--num_workers", "1"],
     }
+    if only is None or "litellm" in only:  # installed on first use (minutes)
+        specs["litellm"] = [str(litellm_bin(console)), "--config",
+                            str(_litellm_config(work, up.url)), "--port", "{port}",
+                            "--num_workers", "1"]
+    if only is not None:
+        needed = only | {IDLED.get(n) or ("llmroute" if n in SURFACES else n) for n in only}
+        specs = {n: a for n, a in specs.items() if n in needed}
     for name, argv in specs.items():
         port = _procs.free_port()
         argv = [a.replace("{port}", str(port)) for a in argv]
         servers[name] = _procs.start(name, argv, port, PROXY_CORE, work,
                                      {"LITELLM_LOG": "ERROR",
                                       _policies.ADMIN_ENV: _policies.ADMIN_KEY})
-    servers |= {control: servers[path] for control, path in IDLED.items()}
+    servers |= {control: servers[path] for control, path in IDLED.items() if path in servers}
+    servers |= {surface: servers["llmroute"] for surface in SURFACES if "llmroute" in servers}
+    if only is not None:
+        servers = {n: s for n, s in servers.items() if n in only or n == "direct"}
     try:
         for name, s in servers.items():
             key = KEYS.get(name, MASTER_KEY)
@@ -181,7 +200,7 @@ def segment(server: _procs.Server, load: tuple[str, int], stream: bool, quick: b
     keys, ``headers`` or ``think_ms``); adds the proxy's CPU seconds. The caller stops the
     other proxies meanwhile (``procs.only``)."""
     mode, n = load
-    spec = {"url": server.url + "/v1/chat/completions",
+    spec = {"url": server.url + (extra or {}).get("path", "/v1/chat/completions"),
             "key": KEYS.get(server.name, MASTER_KEY), "stream": stream,
             "mode": mode, "clients": n, "rate": n, "duration_s": 1.5 if quick else 5.0,
             "warmup_s": 0.3 if quick else 1.0, **(extra or {})}
@@ -217,7 +236,7 @@ def _control(name: str, gate_p50_ms: float) -> dict | None:
         return {"headers": {"x-bench-pause-ms": f"{gate_p50_ms:.3f}"}}
     if name in IDLED:
         return {"think_ms": gate_p50_ms}
-    return None
+    return SURFACES.get(name)
 
 
 RATIO_ROUNDS = 5
@@ -264,7 +283,7 @@ def measure(servers: dict[str, _procs.Server], quick: bool, console: Console) ->
             cell.setdefault("round_rps", []).append(
                 len(res["latencies_ms"]) / res["duration_s"] if res["duration_s"] else 0.0)
             cell.setdefault("gate_ms", []).extend(res["gate_ms"])
-            if control:
+            if control and name in CONTROLS:
                 cell.setdefault("wait_ms", []).append(gate_p50)
             bar.update(task, advance=1, description=f"{name} {load[0]}:{load[1]} "
                                                     f"{'sse' if stream else 'json'}")
@@ -314,6 +333,8 @@ def gate_p50_ms(gap_ms: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", help="measure only these paths (comma-separated; direct "
+                        "always) and report the table and the surfaces' figures")
     parser.add_argument("--deep-idle", action="store_true",
                         help="let idle cores enter deep idle states as the machine is set up "
                              "(default: hold a 0 µs CPU latency QoS request while measuring)")
@@ -325,12 +346,16 @@ def main() -> None:
                 else shallow_idle())
     with idle_qos as idle:
         console.print(f"CPU latency QoS request: {idle}")
-        servers = start_all(work, console)
+        only = set(args.only.split(",")) if args.only else None
+        servers = start_all(work, console, only)
         try:
             cells = measure(servers, args.quick, console)
         finally:
             for s in servers.values():
                 s.stop()
+        if only is not None:
+            print("RESULT " + json.dumps(report_only(cells, servers, console)))
+            return
         gap = statistics.median(cells[("direct", ("closed", 1), False)]["latencies_ms"])
         one = ("closed", 1)
         gate = {"router": statistics.median(cells[("llmroute-gate", one, False)]["gate_ms"]),

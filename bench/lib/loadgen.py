@@ -7,8 +7,10 @@ received), ``duration_s``, and ``served``/``chunks_all`` (warm-up included). SPE
 ``url``, ``model``, ``stream``, ``mode`` (``closed``: ``clients`` back-to-back; ``open``:
 ``rate`` requests/s at fixed intervals), ``duration_s``, ``warmup_s``, and optional ``headers``
 (added to every request), ``think_ms`` (closed loop: each client's think time, an idle
-``asyncio.sleep`` before each request, not counted in its latency) and ``stamps`` (when true,
-``ends``: ``[wall-clock time.time() s, ok]`` of every recorded request as it ended).
+``asyncio.sleep`` before each request, not counted in its latency), ``stamps`` (when true,
+``ends``: ``[wall-clock time.time() s, ok]`` of every recorded request as it ended) and
+``api`` (the body's shape: ``chat``, the default; ``messages``, Anthropic's; ``responses``,
+OpenAI Responses, with ``store`` as the spec's ``store``, default false).
 """
 
 from __future__ import annotations
@@ -40,13 +42,21 @@ def prompt(nonce: str, i: int) -> str:
     return f"Say hello to the benchmark. #{nonce}-{i}"
 
 
-def _bodies(model: str, stream: bool) -> Iterator[bytes]:
-    """Request bodies, each with a distinct prompt so no cache on the path can answer — also
-    across runs: every load generator process numbers its prompts after its own nonce."""
+def _bodies(model: str, stream: bool, api: str = "chat", store: bool = False
+            ) -> Iterator[bytes]:
+    """Request bodies of the ``api``'s shape (the same prompt and output budget in each),
+    each with a distinct prompt so no cache on the path can answer — also across runs: every
+    load generator process numbers its prompts after its own nonce."""
     nonce = new_nonce()
     for i in itertools.count():
-        yield json.dumps({"model": model, "stream": stream, "max_tokens": 32, "messages": [
-            {"role": "user", "content": prompt(nonce, i)}]}).encode()
+        text = prompt(nonce, i)
+        if api == "responses":
+            body = {"model": model, "stream": stream, "max_output_tokens": 32,
+                    "store": store, "input": text}
+        else:
+            body = {"model": model, "stream": stream, "max_tokens": 32,
+                    "messages": [{"role": "user", "content": text}]}
+        yield json.dumps(body).encode()
 
 
 async def _one(session: aiohttp.ClientSession, url: str, body: bytes, stream: bool,
@@ -107,7 +117,8 @@ async def run(spec: dict) -> dict:
            "headers": {"content-type": "application/json",
                        "authorization": f"Bearer {spec.get('key', 'none')}",
                        **spec.get("headers", {})}}
-    bodies = _bodies(spec.get("model", "bench"), spec["stream"])
+    bodies = _bodies(spec.get("model", "bench"), spec["stream"], spec.get("api", "chat"),
+                     spec.get("store", False))
     drive = _closed if spec["mode"] == "closed" else _open
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as session:

@@ -121,6 +121,7 @@ def key_figures(rows: dict, gate_p50_ms: dict[str, float]) -> dict:
         "gate_p50_ms_in_process_paced": round(gate_p50_ms["paced"], 3),
         "gate_p50_ms_in_process_back_to_back": round(gate_p50_ms["back_to_back"], 3),
         **_paused(rows, gate_p50_ms),
+        **surfaces(rows),
         "machine": f"{platform.machine()}, {len(__import__('os').sched_getaffinity(0))} cores",
     }
 
@@ -140,6 +141,40 @@ def _versus_llmroute(rows: dict, path: str, name: str) -> dict:
             f"added_p50_ms_{name}": round(added, 3),
             f"added_p50_ms_{name}_vs_llmroute": round(
                 added - rows[(lr, one, False)]["added_p50"], 3)}
+
+
+SURFACE_PATHS = ("llmroute-messages", "llmroute-responses", "llmroute-responses-stored")
+
+
+def surfaces(rows: dict) -> dict:
+    """The translated surfaces next to the Chat Completions path on the same server, in the
+    same rounds: CPU per request over llmroute's at 16 clients, non-streamed
+    (``surface_cpu_ratio``, the target's) and streamed (``surface_cpu_ratio_sse``); empty
+    when none was measured."""
+    sixteen, out = ("closed", 16), {}
+    for stream, key in ((False, "surface_cpu_ratio"), (True, "surface_cpu_ratio_sse")):
+        base = rows.get(("llmroute", sixteen, stream))
+        found = {p: rows[(p, sixteen, stream)] for p in SURFACE_PATHS
+                 if (p, sixteen, stream) in rows}
+        if base and found:
+            out[key] = {p: round(r["cpu_ms_per_req"] / base["cpu_ms_per_req"], 3)
+                        for p, r in found.items()}
+    return out
+
+
+def report_only(cells: dict, servers: dict, console: Console) -> dict:
+    """``--only``: the table and the surfaces' figures (and their target)."""
+    rows = summarise(cells)
+    table(rows, servers, console)
+    figures = surfaces(rows)
+    for name, ratio in figures.get("surface_cpu_ratio", {}).items():
+        ok = ratio <= 1.1
+        console.print(f"{'met ' if ok else 'MISS'}  {name}: CPU per request ≤ 1.1× chat "
+                      f"(16 clients): {ratio:.3f}")
+    figures["cpu_ms_per_req"] = {f"{n}:{l[1]}:{'sse' if st else 'json'}":
+                                 round(r["cpu_ms_per_req"], 4)
+                                 for (n, l, st), r in rows.items() if n != "direct"}
+    return figures
 
 
 def _paused(rows: dict, gate_p50_ms: dict[str, float]) -> dict:
@@ -199,6 +234,8 @@ def report(cells: dict, servers: dict, gate_p50_ms: dict[str, float], console: C
                      figures["observed_throughput_ratio"] >= 0.9),
                     ("observed: added p50 at 1 client ≤ 1.0 ms",
                      figures["added_p50_ms_observed"] <= 1.0)]
+    for name, ratio in figures.get("surface_cpu_ratio", {}).items():
+        targets.append((f"{name}: CPU per request ≤ 1.1× chat (16 clients)", ratio <= 1.1))
     if "policies_throughput_ratio" in figures:
         targets += [("policies: throughput ≥ 0.85× llmroute (16 clients)",
                      figures["policies_throughput_ratio"] >= 0.85),
