@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from llmroute.api.surface import ChatChunks
 from llmroute.types import ChatRequest
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",
@@ -127,39 +128,27 @@ def event(name: bytes, obj: dict[str, Any]) -> bytes:
 PING = event(b"ping", {"type": "ping"})
 
 
-class MessageEvents:
+class MessageEvents(ChatChunks):
     """The chat stream of ``request`` → Anthropic's events (module docstring); ``stops``:
     the request's ``stop_sequences``. One per stream."""
 
     def __init__(self, request: ChatRequest, stops: list[str] | None):
+        super().__init__()
         self._request, self._stops = request, stops
         self._started = False
         self._index = -1  # the open block's index (-1: none open)
         self._kind = ""  # the open block's type
         self._tools: dict[int, int] = {}  # chat tool-call index → block index
-        self._usage: Any = None
-        self._chunks = 0
         self._stop: tuple[str, str | None] = ("end_turn", None)
 
-    def chunk(self, obj: dict[str, Any]) -> bytes:
-        """The events one chat chunk completes."""
-        out = self._start()
-        if obj.get("usage") is not None:
-            self._usage = obj["usage"]
-        for choice in obj.get("choices") or ():
-            delta = choice.get("delta") or {}
-            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-            if reasoning:
-                out += self._delta("thinking", {"type": "thinking_delta",
-                                                "thinking": reasoning})
-            if delta.get("content"):
-                out += self._delta("text", {"type": "text_delta", "text": delta["content"]})
-            for call in delta.get("tool_calls") or ():
-                out += self._call(call)
-            self._chunks += 1
-            if choice.get("finish_reason"):
-                self._stop = stop_of(choice, self._stops)
-        return out
+    def _reasoning(self, text: str) -> bytes:
+        return self._delta("thinking", {"type": "thinking_delta", "thinking": text})
+
+    def _text(self, text: str) -> bytes:
+        return self._delta("text", {"type": "text_delta", "text": text})
+
+    def _finished(self, choice: dict[str, Any]) -> None:
+        self._stop = stop_of(choice, self._stops)
 
     def failed(self, error: dict[str, Any]) -> bytes:
         """An ``error`` event for an in-stream failure (after a ``message_start``)."""
@@ -168,7 +157,7 @@ class MessageEvents:
 
     async def done(self) -> bytes:
         """The closing events: the open block's stop, ``message_delta``, ``message_stop``."""
-        usage = usage_of(self._usage, self._request, self._chunks)
+        usage = usage_of(self.usage, self._request, self.chunks)
         reason, sequence = self._stop
         return self._start() + self._close() + event(b"message_delta", {
             "type": "message_delta", "delta": {"stop_reason": reason,

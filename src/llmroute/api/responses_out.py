@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from llmroute.api.surface import ChatChunks
 from llmroute.types import ChatRequest
 
 Finish = Callable[[dict[str, Any], dict[str, Any]], Awaitable[None]]
@@ -132,37 +133,24 @@ def response_of(body: dict[str, Any], request: ChatRequest, draft: Draft
     return draft.response(status, output, usage_of(body.get("usage"), request))
 
 
-class ResponseEvents:
+class ResponseEvents(ChatChunks):
     """The chat stream of ``request`` → the Responses events of ``draft`` (module
     docstring); ``finish`` is awaited with the final response before its last event."""
 
     def __init__(self, request: ChatRequest, draft: Draft, finish: Finish):
+        super().__init__()
         self._request, self._draft, self._finish = request, draft, finish
         self._seq = 0
         self._started = False
         self._output: list[dict[str, Any]] = []
         self._open: int | None = None  # the output index of the open item
-        self._text: list[str] = []
+        self._text_so_far: list[str] = []
         self._tools: dict[int, int] = {}  # chat tool-call index → output index
-        self._usage: Any = None
-        self._chunks = 0
         self._status = "completed"
 
-    def chunk(self, obj: dict[str, Any]) -> bytes:
-        """The events one chat chunk completes."""
-        out = self._start()
-        if obj.get("usage") is not None:
-            self._usage = obj["usage"]
-        for choice in obj.get("choices") or ():
-            delta = choice.get("delta") or {}
-            if delta.get("content"):
-                out += self._delta(delta["content"])
-            for call in delta.get("tool_calls") or ():
-                out += self._call(call)
-            self._chunks += 1
-            if choice.get("finish_reason") == "length":
-                self._status = "incomplete"
-        return out
+    def _finished(self, choice: dict[str, Any]) -> None:
+        if choice.get("finish_reason") == "length":
+            self._status = "incomplete"
 
     def failed(self, error: dict[str, Any]) -> bytes:
         """``response.failed`` for an in-stream failure (its OpenAI ``error`` object)."""
@@ -174,7 +162,7 @@ class ResponseEvents:
     async def done(self) -> bytes:
         """The closing events; ``finish`` runs before the last one."""
         out = self._start() + self._close()
-        usage = usage_of(self._usage, self._request, self._chunks)
+        usage = usage_of(self.usage, self._request, self.chunks)
         response = self._draft.response(self._status, self._output, usage)
         await self._finish(response, assistant_message(self._output))
         name = "response.completed" if self._status == "completed" else "response.incomplete"
@@ -193,7 +181,7 @@ class ResponseEvents:
         return self._event("response.created", {"response": response}) + self._event(
             "response.in_progress", {"response": response})
 
-    def _delta(self, text: str) -> bytes:
+    def _text(self, text: str) -> bytes:
         out = b""
         index = self._open
         if index is None or self._output[index]["type"] != "message":
@@ -203,7 +191,7 @@ class ResponseEvents:
             out += self._added_event(index) + self._event("response.content_part.added", {
                 "item_id": item["id"], "output_index": index, "content_index": 0,
                 "part": _text_part("")})
-        self._text.append(text)
+        self._text_so_far.append(text)
         return out + self._event("response.output_text.delta", {
             "item_id": self._output[index]["id"], "output_index": index, "content_index": 0,
             "delta": text, "logprobs": []})
@@ -244,7 +232,7 @@ class ResponseEvents:
         item = self._output[index]
         item["status"] = "completed"
         if item["type"] == "message":
-            text, self._text = "".join(self._text), []
+            text, self._text_so_far = "".join(self._text_so_far), []
             part = _text_part(text)
             item["content"] = [part]
             head = {"item_id": item["id"], "output_index": index, "content_index": 0}

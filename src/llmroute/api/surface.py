@@ -78,6 +78,56 @@ class Translation(Protocol):
         ...
 
 
+class ChatChunks:
+    """The reading every stream translation shares: each chat chunk's ``usage`` (kept in
+    ``usage``), and per choice its reasoning (``reasoning_content``, or vLLM's newer
+    ``reasoning``), text and tool-call deltas, handed to the hooks in that order, and its
+    ``finish_reason`` (``_finished``); ``chunks`` counts the choices read (about one token
+    each, the output count when the engine reports no usage)."""
+
+    def __init__(self) -> None:
+        self.usage: Any = None
+        self.chunks = 0
+
+    def chunk(self, obj: dict[str, Any]) -> bytes:
+        """The surface's events for one chat chunk (``_start``'s first)."""
+        out = self._start()
+        if obj.get("usage") is not None:
+            self.usage = obj["usage"]
+        for choice in obj.get("choices") or ():
+            delta = choice.get("delta") or {}
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if reasoning:
+                out += self._reasoning(reasoning)
+            if delta.get("content"):
+                out += self._text(delta["content"])
+            for call in delta.get("tool_calls") or ():
+                out += self._call(call)
+            self.chunks += 1
+            if choice.get("finish_reason"):
+                self._finished(choice)
+        return out
+
+    def _start(self) -> bytes:
+        """The events that open the answer (once; b"" after)."""
+        raise NotImplementedError
+
+    def _reasoning(self, text: str) -> bytes:
+        """Events for a reasoning delta (b"": the surface shows none)."""
+        return b""
+
+    def _text(self, text: str) -> bytes:
+        """Events for a text delta."""
+        raise NotImplementedError
+
+    def _call(self, call: dict[str, Any]) -> bytes:
+        """Events for a tool-call delta (indexed, ``fuse/shape.ToolIndex``)."""
+        raise NotImplementedError
+
+    def _finished(self, choice: dict[str, Any]) -> None:
+        """The choice's ``finish_reason`` came."""
+
+
 async def translated(stream: AsyncIterator[bytes], translation: Translation
                      ) -> AsyncIterator[bytes]:
     """``stream`` (the chat SSE the flow answers: chunks, then ``[DONE]`` or an error event)

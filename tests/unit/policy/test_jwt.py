@@ -15,6 +15,7 @@ from typing import Any
 import jwt
 import pytest
 from aiohttp import web
+from fakes.http import serve_app
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
@@ -173,15 +174,10 @@ async def test_a_jwks_that_goes_down_keeps_its_keys_until_they_expire(gated, idp
 
     app = web.Application()
     app.router.add_get("/jwks", jwks)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/jwks"
-    auth = {"jwt": {"issuer": ISSUER, "audience": AUDIENCE, "jwks_url": url,
-                    "refresh_s": 10, "min_refresh_s": 1, "keys_ttl_s": 60},
-            "cache_ttl_s": 0.001}
-    try:
+    async with serve_app(app) as base:
+        auth = {"jwt": {"issuer": ISSUER, "audience": AUDIENCE, "jwks_url": base + "/jwks",
+                        "refresh_s": 10, "min_refresh_s": 1, "keys_ttl_s": 60},
+                "cache_ttl_s": 0.001}
         async with gated(**auth) as g:
             async def ask(kid: str = "rsa") -> Any:
                 g.clock.advance(0.01)  # past the verified-token cache
@@ -199,8 +195,6 @@ async def test_a_jwks_that_goes_down_keeps_its_keys_until_they_expire(gated, idp
             served["up"] = True
             g.clock.advance(2)  # past min_refresh_s: the next token reads again
             back = await ask()
-    finally:
-        await runner.cleanup()
     assert (ok.status_code, still.status_code, back.status_code) == (200, 200, 200)
     assert gone.status_code == 401 and gone.json()["error"]["code"] == "jwks_unavailable"
     assert "could not be read" in gone.json()["error"]["message"]
