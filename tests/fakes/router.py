@@ -18,10 +18,12 @@ from llmroute.runtime import Runtime
 
 
 def make_config(backends: list[dict[str, Any]], **extra: Any) -> Config:
-    """A Config with one pool per distinct ``pool`` and the first pool as default."""
+    """A Config with one pool per distinct ``pool`` and the first pool as default; stored
+    responses in memory unless ``extra`` says otherwise (no file beside the tests)."""
     pools = {b["pool"]: {} for b in backends}
     data = {"pools": pools, "backends": [{"engine": "vllm", **b} for b in backends],
-            "routing": {"default_pool": backends[0]["pool"]}, **extra}
+            "routing": {"default_pool": backends[0]["pool"]},
+            "responses": {"path": ":memory:"}, **extra}
     return Config.model_validate(data)
 
 

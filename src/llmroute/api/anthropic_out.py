@@ -140,12 +140,19 @@ class MessageEvents(ChatChunks):
         self._kind = ""  # the open block's type
         self._tools: dict[int, int] = {}  # chat tool-call index → block index
         self._stop: tuple[str, str | None] = ("end_turn", None)
+        self._text_head = b""
 
     def _reasoning(self, text: str) -> bytes:
         return self._delta("thinking", {"type": "thinking_delta", "thinking": text})
 
     def _text(self, text: str) -> bytes:
-        return self._delta("text", {"type": "text_delta", "text": text})
+        if self._kind == "text":  # the hot path: one event, its head written once per block
+            return self._text_head + orjson.dumps(text) + b"}}\n\n"
+        out = self._delta("text", {"type": "text_delta", "text": text})
+        self._text_head = (b'event: content_block_delta\ndata: {"type":"content_block_delta",'
+                           b'"index":' + str(self._index).encode()
+                           + b',"delta":{"type":"text_delta","text":')
+        return out
 
     def _finished(self, choice: dict[str, Any]) -> None:
         self._stop = stop_of(choice, self._stops)

@@ -147,6 +147,7 @@ class ResponseEvents(ChatChunks):
         self._text_so_far: list[str] = []
         self._tools: dict[int, int] = {}  # chat tool-call index → output index
         self._status = "completed"
+        self._text_head = b""
 
     def _finished(self, choice: dict[str, Any]) -> None:
         if choice.get("finish_reason") == "length":
@@ -191,10 +192,15 @@ class ResponseEvents(ChatChunks):
             out += self._added_event(index) + self._event("response.content_part.added", {
                 "item_id": item["id"], "output_index": index, "content_index": 0,
                 "part": _text_part("")})
+            self._text_head = (b',"item_id":' + orjson.dumps(item["id"])
+                               + b',"output_index":' + str(index).encode()
+                               + b',"content_index":0,"logprobs":[],"delta":')
         self._text_so_far.append(text)
-        return out + self._event("response.output_text.delta", {
-            "item_id": self._output[index]["id"], "output_index": index, "content_index": 0,
-            "delta": text, "logprobs": []})
+        seq = self._seq
+        self._seq += 1  # the hot path: the delta's event written from its parts
+        return out + (b'event: response.output_text.delta\ndata: {"type":"response.output_'
+                      b'text.delta","sequence_number":' + str(seq).encode()
+                      + self._text_head + orjson.dumps(text) + b"}\n\n")
 
     def _call(self, call: dict[str, Any]) -> bytes:
         out = b""
