@@ -263,6 +263,9 @@ def measure(servers: dict[str, _procs.Server], quick: bool, console: Console) ->
     if quick:  # the cells the targets read get RATIO_ROUNDS rounds in all
         plan += [(r, load, False, name) for r in range(1, RATIO_ROUNDS) for load in RATIO_LOADS
                  for name in servers if name not in RATIO_PATHS_SKIP]
+        plan += [(r, ("closed", 16), True, name) for r in range(1, RATIO_ROUNDS)
+                 for name in servers if name in SURFACES or name == "llmroute" and any(
+                     s in servers for s in SURFACES)]  # the surfaces' streamed target
     gate_p50 = 0.0
     proxies = [s for n, s in servers.items() if servers[n] is not servers["direct"]]
     with Progress(console=console, transient=True) as bar:

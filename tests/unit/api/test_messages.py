@@ -5,12 +5,16 @@ Anthropic's events, and every malformed body answered in Anthropic's error shape
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import anthropic
+import openai
 import pytest
 from fakes.router import httpx2_client, make_config, open_router
 from fakes.upstream import serve_upstream
+
+from llmroute.api.server import serve_in_background
 
 HEAD = {"object": "chat.completion.chunk", "created": 1700000000, "model": "served"}
 
@@ -208,3 +212,18 @@ async def test_a_dead_end_mid_stream_is_an_error_event_the_sdk_raises():
     assert "".join(seen) == "The quick"
     assert caught.value.body["error"] == {
         "type": "api_error", "message": "the connection closed in the middle of the answer"}
+
+
+async def test_the_sync_clients_over_real_http():
+    """The synchronous ``anthropic`` client (and ``openai``'s ``responses``) over a real
+    socket: the app served by uvicorn on loopback, the clients in a worker thread."""
+    async with serve_upstream(["ok"], "Hi there") as up, open_router(one(up)) as (_, client):
+        async with serve_in_background(client._transport.app) as url:
+            def ask() -> tuple[Any, Any]:
+                with anthropic.Anthropic(base_url=url, api_key="x", max_retries=0) as a, \
+                        openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0) as o:
+                    return (a.messages.create(model="auto", max_tokens=8, messages=[
+                        {"role": "user", "content": "Hi"}]),
+                        o.responses.create(model="auto", input="Hi", store=False))
+            msg, resp = await asyncio.to_thread(ask)
+    assert msg.content[0].text == "Hi there" == resp.output_text
