@@ -193,6 +193,10 @@ class MessageEvents(ChatChunks):
                                                     "index": self._index, "delta": delta})
 
     def _call(self, call: dict[str, Any]) -> bytes:
+        """A tool-call delta: a new index opens a ``tool_use`` block (closing the open
+        one), arguments go to the open block. Engines stream parallel calls one after the
+        other; arguments for a call whose block is already closed cannot be sent (an
+        Anthropic block does not reopen) and are left out."""
         index = call.get("index", 0)
         out = b""
         if index not in self._tools:

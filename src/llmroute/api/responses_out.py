@@ -203,6 +203,9 @@ class ResponseEvents(ChatChunks):
                       + self._text_head + orjson.dumps(text) + b"}\n\n")
 
     def _call(self, call: dict[str, Any]) -> bytes:
+        """A tool-call delta: a new index adds a ``function_call`` item (closing the open
+        one), arguments go to the open item (engines stream parallel calls one after the
+        other; late arguments of a closed item are left out, as in ``MessageEvents``)."""
         out = b""
         fn = call.get("function") or {}
         chat_index = call.get("index", 0)
