@@ -51,10 +51,15 @@ def load_trace(root: Path = TRACE) -> list[TraceRow]:
     return [TraceRow(at - t0, p, max(o, 1), k) for at, p, o, k in rows]
 
 
-def prompt_text(tokens: int) -> str:
+def prompt_text(tokens: int, index: int = 0) -> str:
     """A user message the router (``text``: 3 characters per token, plus the
-    per-message overhead) and the emulator count as ``tokens`` prompt tokens."""
-    return "la " * max(tokens - MESSAGE_OVERHEAD_TOKENS, 1)
+    per-message overhead) and the emulator count as ``tokens`` prompt tokens. It starts
+    with ``index`` (9 digits), so no two requests of a run share a prefix the engines'
+    prefix caches could reuse (the trace says nothing of shared prefixes)."""
+    units = max(tokens - MESSAGE_OVERHEAD_TOKENS, 1)
+    if units < 3:
+        return "la " * units
+    return f"{index:09d}" + "la " * (units - 3)
 
 
 # ---------------------------------------------------------------- the emulated fleet process
@@ -160,7 +165,7 @@ async def _send_at(session: aiohttp.ClientSession, plan: LoadPlan, index: int,
     at, prompt, out = row
     await asyncio.sleep(max(start + at - time.monotonic(), 0.0))
     body = {"model": "fleet", "stream": True, "max_tokens": out, "ignore_eos": True,
-            "messages": [{"role": "user", "content": prompt_text(prompt)}]}
+            "messages": [{"role": "user", "content": prompt_text(prompt, index)}]}
     progress.sent = time.monotonic()
     try:
         return await _stream(session, plan, index, body, progress, out)

@@ -17,6 +17,8 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
+from llmroute.blocks import block_hashes
+from llmroute.emulator.kv_publish import KvEventPublisher
 from llmroute.emulator.metrics import EngineMetrics
 from llmroute.emulator.scheduler import Rejection, Sequence, TokenEvent
 from llmroute.emulator.spec import EngineSpec
@@ -50,7 +52,10 @@ class Handle:
 
 
 class EmulatedEngine:
-    """One engine: scheduler, metrics and the step loop (``run`` as a task)."""
+    """One engine: scheduler, metrics and the step loop (``run`` as a task); with
+    ``spec.kv_events`` its prefix cache's events go out on a ZeroMQ PUB socket
+    (``publisher``, bound here; closed when ``running`` ends). Raises zmq.ZMQError when
+    that endpoint cannot be bound."""
 
     def __init__(self, spec: EngineSpec, clock: Callable[[], float] = time.monotonic):
         self.spec = spec
@@ -63,6 +68,7 @@ class EmulatedEngine:
         self._work = asyncio.Event()
         self._ids = itertools.count()
         self.loop_task: asyncio.Task[None] | None = None
+        self.publisher = KvEventPublisher(spec.kv_events) if spec.kv_events else None
 
     def alive(self) -> bool:
         """True while the step loop runs (``/health`` answers 503 otherwise)."""
@@ -72,10 +78,12 @@ class EmulatedEngine:
         """The current wall time in model seconds since the engine started."""
         return (self._clock() - self._wall0) / self.spec.time_scale
 
-    def submit(self, prompt_tokens: int, max_tokens: int) -> Handle | Rejection:
-        """Queue a request; returns its Handle, or the Rejection when it cannot be served."""
+    def submit(self, prompt_tokens: int, max_tokens: int, hashes: tuple[int, ...] = ()
+               ) -> Handle | Rejection:
+        """Queue a request (``hashes``: its prompt's block hashes, for the prefix cache);
+        returns its Handle, or the Rejection when it cannot be served."""
         seq_id = f"seq-{next(self._ids)}"
-        seq = Sequence(seq_id, prompt_tokens, max_tokens, self.model_time())
+        seq = Sequence(seq_id, prompt_tokens, max_tokens, self.model_time(), hashes=hashes)
         if self.scheduler.idle():  # an idle engine's clock starts again at this arrival
             self._model_now = max(self._model_now, seq.arrival)
         rejection = self.scheduler.add(seq)
@@ -85,6 +93,13 @@ class EmulatedEngine:
         self._handles[seq_id] = handle
         self._work.set()
         return handle
+
+    def prompt_hashes(self, text: str) -> tuple[int, ...]:
+        """The chained hashes of ``text``'s full blocks at this engine's block size
+        (``blocks.py``); empty without prefix caching."""
+        if self.scheduler.cache is None:
+            return ()
+        return tuple(block_hashes(text, self.spec.block_size))
 
     def abort(self, handle: Handle) -> None:
         """Forget a request whose client went away (frees its KV blocks)."""
@@ -107,6 +122,15 @@ class EmulatedEngine:
             events = self.scheduler.complete(batch)
             self.metrics.record(events, batch.duration)
             self._deliver(events)
+            self._publish()
+
+    def _publish(self) -> None:
+        """Hand the step's KV-cache events to the publisher (dropped without one)."""
+        cache = self.scheduler.cache
+        if cache is not None and cache.events:
+            events = cache.take_events()
+            if self.publisher is not None:
+                self.publisher.publish(events)
 
     async def _sleep_until(self, model_t: float) -> None:
         delay = self._wall0 + model_t * self.spec.time_scale - self._clock()
@@ -138,3 +162,5 @@ async def running(engine: EmulatedEngine) -> AsyncIterator[EmulatedEngine]:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        if engine.publisher is not None:
+            engine.publisher.close()

@@ -16,11 +16,18 @@ from llmroute.emulator.spec import EngineSpec
 
 @dataclass(frozen=True, slots=True)
 class Served:
-    """A running emulated engine: its ``spec``, ``base_url`` (before ``/v1``) and state."""
+    """A running emulated engine: its ``spec``, ``base_url`` (before ``/v1``) and state;
+    ``kv_events`` the endpoint its KV-cache events are published on (None: not published)."""
 
     spec: EngineSpec
     base_url: str
     engine: EmulatedEngine
+
+    @property
+    def kv_events(self) -> str | None:
+        """The bound ZeroMQ endpoint of the engine's KV-cache events, or None."""
+        publisher = self.engine.publisher
+        return publisher.endpoint if publisher is not None else None
 
 
 @contextlib.asynccontextmanager

@@ -83,7 +83,8 @@ async def _serve(request: web.Request, endpoint: Endpoint) -> web.StreamResponse
     if req.model != engine.spec.model_name:
         return error_response(404, f"The model `{req.model}` does not exist.",
                               "model_not_found", "model")
-    handle = engine.submit(req.prompt_tokens, req.max_tokens or DEFAULT_MAX_TOKENS)
+    handle = engine.submit(req.prompt_tokens, req.max_tokens or DEFAULT_MAX_TOKENS,
+                           engine.prompt_hashes(req.text))
     if isinstance(handle, Rejection):
         return error_response(handle.status, handle.message, handle.code)
     answer = _Answer(engine, req, handle)

@@ -9,7 +9,11 @@ histograms ``vllm:time_to_first_token_seconds``, ``vllm:inter_token_latency_seco
 ``vllm:e2e_request_latency_seconds`` — all in model seconds (the emulated hardware's time,
 not wall time); the info gauge ``vllm:cache_config_info`` carries the cache's
 ``num_gpu_blocks`` and ``block_size``. Every sample carries ``engine="0"`` and, except that
-info gauge (as in vLLM), ``model_name``.
+info gauge (as in vLLM), ``model_name``. With prefix caching on, the counters
+``vllm:prefix_cache_queries_total`` (prompt tokens looked up) and
+``vllm:prefix_cache_hits_total`` (of those, tokens found cached), as vLLM V1 counts them
+(in tokens, at each admission of a request: ``PrefixCacheStats`` in
+``vllm/v1/core/kv_cache_manager.py``; the 0.20 scrape shows both).
 """
 
 from __future__ import annotations
@@ -93,6 +97,12 @@ class EngineMetrics:
         self._itl = Histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token "
                               "latency in seconds.", names, buckets=ITL_BUCKETS,
                               registry=reg).labels(**labels)
+        self._cache_seen = (0, 0)
+        self._queries = Counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms "
+                                "of number of queried tokens.", names,
+                                registry=reg).labels(**labels)
+        self._hits = Counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of "
+                             "number of cached tokens.", names, registry=reg).labels(**labels)
         self._e2e = Histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request "
                               "latency in seconds.", names, buckets=E2E_BUCKETS,
                               registry=reg).labels(**labels)
@@ -114,6 +124,17 @@ class EngineMetrics:
         if new:
             self._preemptions.inc(new)
             self._preempted = self._scheduler.preemptions
+        self._count_cache()
+
+    def _count_cache(self) -> None:
+        """Add the prefix cache's queried and hit tokens since the last step."""
+        cache = self._scheduler.cache
+        if cache is None or (cache.queries, cache.hits) == self._cache_seen:
+            return
+        queries, hits = self._cache_seen
+        self._queries.inc(cache.queries - queries)
+        self._hits.inc(cache.hits - hits)
+        self._cache_seen = (cache.queries, cache.hits)
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""

@@ -29,7 +29,9 @@ class EngineRequest:
     ``prompt_tokens`` is the estimated prompt size in tokens (≥ 0); ``max_tokens`` the
     output limit asked for (``max_completion_tokens`` first for chat; None when neither is
     given); ``top_n`` None when no logprobs were asked, else the alternatives per token
-    (0 allowed); ``include_usage`` asks a streamed answer for a final usage chunk.
+    (0 allowed); ``include_usage`` asks a streamed answer for a final usage chunk;
+    ``text`` the prompt's text (chat: the message contents joined by newlines, as the
+    router's ``ChatRequest.text``), whose blocks the prefix cache keys (``blocks.py``).
     """
 
     endpoint: Endpoint
@@ -40,6 +42,7 @@ class EngineRequest:
     max_tokens: int | None
     top_n: int | None
     include_usage: bool
+    text: str = ""
 
 
 def parse_request(endpoint: Endpoint, raw: bytes, request_id: str) -> EngineRequest:
@@ -107,10 +110,10 @@ class _Body(_Tolerant):
     top_p: Annotated[float, Field(ge=0, le=1)] | None = None
 
     def _request(self, endpoint: Endpoint, request_id: str, prompt_tokens: int,
-                 max_tokens: int | None, top_n: int | None) -> EngineRequest:
+                 max_tokens: int | None, top_n: int | None, text: str) -> EngineRequest:
         usage = self.stream_options is not None and bool(self.stream_options.include_usage)
         return EngineRequest(endpoint, request_id, self.model, self.stream, prompt_tokens,
-                             max_tokens, top_n, usage)
+                             max_tokens, top_n, usage, text)
 
 
 class _ChatBody(_Body):
@@ -124,9 +127,10 @@ class _ChatBody(_Body):
     def reduce(self, request_id: str) -> EngineRequest:
         """The EngineRequest of this chat body."""
         top_n = (self.top_logprobs or 0) if self.logprobs else None
-        tokens = estimate_chat_tokens([turn.plain() for turn in self.messages])
-        return self._request("chat", request_id, tokens,
-                             self.max_completion_tokens or self.max_tokens, top_n)
+        texts = [turn.plain() for turn in self.messages]
+        return self._request("chat", request_id, estimate_chat_tokens(texts),
+                             self.max_completion_tokens or self.max_tokens, top_n,
+                             "\n".join(texts))
 
 
 class _CompletionBody(_Body):
@@ -136,8 +140,11 @@ class _CompletionBody(_Body):
 
     def reduce(self, request_id: str) -> EngineRequest:
         """The EngineRequest of this completions body."""
-        return self._request("completions", request_id, _prompt_size(self.prompt),
-                             self.max_tokens, self.logprobs)
+        prompt = self.prompt
+        text = prompt if isinstance(prompt, str) else "\n".join(
+            p for p in prompt if isinstance(p, str))
+        return self._request("completions", request_id, _prompt_size(prompt),
+                             self.max_tokens, self.logprobs, text)
 
 
 def _prompt_size(prompt: str | list[str] | list[int] | list[list[int]]) -> int:

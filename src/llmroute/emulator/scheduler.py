@@ -13,7 +13,12 @@ shape latency and load:
 - preemption by recompute: when a running sequence needs a block and none is free, the most
   recently admitted running sequence loses its blocks and goes back to the head of the
   waiting queue; its prompt and the tokens generated so far are prefilled again later. No
-  new sequence is admitted in a step that preempted.
+  new sequence is admitted in a step that preempted;
+- automatic prefix caching (``prefix_caching``, on by default as in vLLM V1): a sequence
+  that carries its prompt's block ``hashes`` starts from the longest cached run of them
+  (those tokens count as computed, so its prefill pays only for the rest) and caches its
+  full prompt blocks as they are computed; blocks no sequence holds stay cached until a
+  new block needs their room, least recently freed first (``emulator/prefix.py``).
 
 Requests that can never run are refused on arrival with a ``Rejection``: prompt + max tokens
 over ``max_model_len`` (400, as vLLM), or a full waiting queue when ``max_waiting`` is set
@@ -26,16 +31,20 @@ Invariant (tested): blocks in use never exceed ``total_blocks``. Times are model
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from llmroute.emulator.perf import PerfModel
+from llmroute.emulator.prefix import Match, PrefixCache
+
+NO_MATCH = Match(0, 0)
 
 
 @dataclass(frozen=True, slots=True)
 class SchedulerConfig:
     """Limits: ``max_num_seqs`` running sequences, ``max_batched_tokens`` tokens per step,
     ``total_blocks`` KV blocks of ``block_size`` tokens, ``max_model_len`` tokens per
-    sequence (prompt + output), ``max_waiting`` queued sequences (None: unbounded)."""
+    sequence (prompt + output), ``max_waiting`` queued sequences (None: unbounded);
+    ``prefix_caching`` keeps and reuses prompt blocks by hash."""
 
     total_blocks: int
     max_model_len: int
@@ -43,6 +52,7 @@ class SchedulerConfig:
     max_num_seqs: int = 256
     max_batched_tokens: int = 4096
     max_waiting: int | None = None
+    prefix_caching: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +67,10 @@ class Rejection:
 @dataclass(slots=True, eq=False)
 class Sequence:
     """One request inside the engine (mutable, owned by the scheduler). ``computed`` tokens
-    have KV in cache; ``generated`` output tokens were sampled; ``arrival`` model seconds.
-    Compared by identity."""
+    have KV in cache; ``generated`` output tokens were sampled; ``arrival`` model seconds;
+    ``hashes`` the chained hashes of its prompt's full blocks (``blocks.py``; empty: nothing
+    to share), ``held`` those of its blocks the prefix cache holds for it. Compared by
+    identity."""
 
     id: str
     prompt_tokens: int
@@ -69,6 +81,8 @@ class Sequence:
     blocks: int = 0
     first_token_at: float | None = None
     aborted: bool = False
+    hashes: tuple[int, ...] = ()
+    held: list[int] = field(default_factory=list)
 
     @property
     def pending(self) -> int:
@@ -115,6 +129,7 @@ class Scheduler:
         self.running: list[Sequence] = []
         self.used_blocks = 0
         self.preemptions = 0
+        self.cache = PrefixCache(config.block_size) if config.prefix_caching else None
 
     @property
     def kv_usage(self) -> float:
@@ -171,6 +186,8 @@ class Scheduler:
             if seq.aborted:
                 continue
             seq.computed += n
+            if self.cache is not None and seq.hashes:
+                self._cache_blocks(seq, seq.computed - n)
             if seq.pending == 0:
                 events.append(self._sample(seq, batch.end))
         return events
@@ -204,11 +221,14 @@ class Scheduler:
     def _admit_waiting(self, entries: list[tuple[Sequence, int]], budget: int) -> None:
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             seq = self.waiting[0]
-            n = min(seq.pending, budget)
-            if not self._can_grow(seq, n):
+            hit = self._lookup(seq)
+            n = min(seq.pending - hit.blocks * self.config.block_size, budget)
+            extra = self._blocks_for(hit.blocks * self.config.block_size + n) - hit.blocks
+            if extra + hit.revived > self.config.total_blocks - self.used_blocks:
                 return
             self.waiting.popleft()
             self.running.append(seq)
+            self._attach(seq, hit)
             self._reserve(seq, n)
             entries.append((seq, n))
             budget -= n
@@ -222,12 +242,43 @@ class Scheduler:
 
     def _reserve(self, seq: Sequence, n: int) -> None:
         blocks = self._blocks_for(seq.computed + n)
-        self.used_blocks += blocks - seq.blocks
+        new = blocks - seq.blocks
+        if self.cache is not None:  # take empty blocks first, then evict cached free ones
+            empty = self.config.total_blocks - self.used_blocks - self.cache.free_cached
+            if new > empty:
+                self.cache.evict(new - empty)
+        self.used_blocks += new
         seq.blocks = blocks
 
     def _free(self, seq: Sequence) -> None:
-        self.used_blocks -= seq.blocks
+        private = seq.blocks - len(seq.held)
+        unheld = self.cache.release(seq.held) if self.cache is not None else 0
+        self.used_blocks -= private + unheld
         seq.blocks = 0
+
+    def _lookup(self, seq: Sequence) -> Match:
+        """The cached leading blocks a waiting sequence would start from (none without a
+        prefix cache, or for a sequence that has computed tokens already)."""
+        if self.cache is None or seq.computed or not seq.hashes:
+            return NO_MATCH
+        return self.cache.match(seq.hashes, seq.prompt_tokens)
+
+    def _attach(self, seq: Sequence, hit: Match) -> None:
+        """Admit ``seq`` onto its cached prefix ``hit``: its blocks held, its tokens
+        computed; the query and the hit counted."""
+        if self.cache is None or seq.computed:
+            return
+        seq.held = self.cache.acquire(seq.hashes, seq.prompt_tokens)
+        self.used_blocks += hit.revived
+        seq.blocks = len(seq.held)
+        seq.computed = seq.blocks * self.config.block_size
+
+    def _cache_blocks(self, seq: Sequence, before: int) -> None:
+        """Cache the prompt blocks ``seq`` filled since it had ``before`` tokens computed."""
+        size, total = self.config.block_size, len(seq.hashes)
+        start, end = min(before // size, total), min(seq.computed // size, total)
+        if end > start:
+            self.cache.store(seq.hashes, start, end, seq.held)  # type: ignore[union-attr]
 
     def _preempt(self, seq: Sequence) -> None:
         self._free(seq)

@@ -18,7 +18,11 @@ class EngineSpec:
     faster than the emulated hardware, 2 half as fast). ``stream_interval`` is the number of
     tokens per streamed chunk after the first (vLLM ``--stream-interval``).
     ``max_model_len`` (tokens) defaults to 32768 and is capped by the KV cache;
-    ``served_model`` defaults to ``emulated-<model_size>``.
+    ``served_model`` defaults to ``emulated-<model_size>``. ``prefix_caching`` (on, as in
+    vLLM V1) reuses cached prompt blocks (``emulator/prefix.py``); ``kv_events`` is the
+    ZeroMQ endpoint its KV-cache events are published on, as vLLM's ``--kv-events-config``
+    (e.g. ``tcp://127.0.0.1:5557``, or ``tcp://127.0.0.1:*`` for a free port; None: not
+    published; ``emulator/kv_publish.py``).
     """
 
     profile: str = "a100-80g"
@@ -33,6 +37,8 @@ class EngineSpec:
     stream_interval: int = 1
     served_model: str | None = None
     seed: int = 0
+    prefix_caching: bool = True
+    kv_events: str | None = None
 
     def __post_init__(self) -> None:
         if self.time_scale <= 0 or self.gpus < 1 or self.stream_interval < 1:
@@ -55,7 +61,7 @@ class EngineSpec:
             total_blocks=capacity // self.block_size,
             max_model_len=min(self.max_model_len, capacity), block_size=self.block_size,
             max_num_seqs=self.max_num_seqs, max_batched_tokens=self.max_batched_tokens,
-            max_waiting=self.max_waiting)
+            max_waiting=self.max_waiting, prefix_caching=self.prefix_caching)
 
     def scheduler(self) -> Scheduler:
         """A fresh, empty scheduler for this engine."""

@@ -24,7 +24,7 @@ def parse(endpoint: str, body: object) -> EngineRequest:
 def test_a_plain_chat_body() -> None:
     req = parse("chat", {"model": "m", "messages": HELLO})
     assert req == EngineRequest("chat", "rid-1", "m", False, estimate_chat_tokens(["hello there"]),
-                                None, None, False)
+                                None, None, False, "hello there")
 
 
 def test_chat_fields_the_engine_reads() -> None:
