@@ -41,7 +41,7 @@ import statistics
 import time
 from dataclasses import replace
 
-from llmroute.anchor.affinity import PrefixIndex
+from llmroute.anchor.prefix import Affinity
 from llmroute.assemble.anchor import build_profile
 from llmroute.anchor.profile import Profile
 from llmroute.anchor.protocol import AnchorContext
@@ -95,7 +95,7 @@ ATTEMPTS = 3
 """Candidates built per decision in a pool of equal contexts (``retry.max_attempts``)."""
 
 
-def profiles(affinity: PrefixIndex) -> dict[str, tuple[Profile, int | None]]:
+def profiles(affinity: Affinity) -> dict[str, tuple[Profile, int | None]]:
     """The profiles measured, by name (first = the baseline), with the number of candidates
     built (None: every backend)."""
     reg = register_builtins()
@@ -142,13 +142,14 @@ def p99(xs: list[float]) -> float:
 def run(decisions: int) -> dict[str, float]:
     """Measure every profile at 10 and 100 backends; print the table; return RESULT."""
     rng = random.Random(42)
-    affinity = PrefixIndex()
+    affinity = Affinity()
+    served = ChatRequest("chat", {}, "auto", False, PROMPT, 300, 256, "served")
     results: dict[tuple[str, int], list[float]] = {}
     cpu: dict[tuple[str, int], list[float]] = {}
     for n in (10, 100):
         backends = fleet(n)
-        for i, b in enumerate(backends[:5]):
-            affinity.record(PROMPT, b.id, float(i) * 0.0)
+        for b in backends[:5]:
+            affinity.record(served, b.id)
         for name, (profile, limit) in profiles(affinity).items():
             measure(profile, backends, decisions // 10, rng, limit)  # warm-up
             results[(name, n)], cpu[(name, n)] = measure(profile, backends, decisions, rng,

@@ -236,6 +236,9 @@ class EngineSignals:
     - ``ttft_p50_ms``/``ttft_p95_ms``/``tpot_p50_ms``: quantiles of time to first token and
       time per output token, estimated from cumulative histograms (``prom.quantile``).
     - ``prompt_tokens_total``/``generation_tokens_total``: counters since engine start.
+    - ``prefix_cache_queries_total``/``prefix_cache_hits_total``: prompt tokens the engine
+      looked up in its prefix cache and, of those, tokens it found cached (vLLM V1's
+      counters, since engine start).
     - ``gen_throughput_tps``: generation throughput as the engine reports it (SGLang).
     - ``idle_slots``/``total_slots``: llama.cpp server slots.
     - ``gpu_mem_used_bytes``/``gpu_mem_free_bytes``/``gpu_util`` (fraction 0–1): DCGM.
@@ -253,6 +256,8 @@ class EngineSignals:
     tpot_p50_ms: float | None = None
     prompt_tokens_total: int | None = None
     generation_tokens_total: int | None = None
+    prefix_cache_queries_total: int | None = None
+    prefix_cache_hits_total: int | None = None
     gen_throughput_tps: float | None = None
     idle_slots: int | None = None
     total_slots: int | None = None

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from llmroute.anchor.affinity import PrefixIndex
+from llmroute.anchor.prefix import Affinity
 from llmroute.anchor.filters.capability import CapabilityFilter
 from llmroute.anchor.filters.context_fit import ContextFitFilter
 from llmroute.anchor.filters.health import HealthFilter
@@ -46,10 +46,11 @@ T = TypeVar("T")
 @dataclass
 class Shared:
     """The runtime objects plugins share — not settings, which are each plugin's params:
-    the prefix ``affinity`` index (prefix-affinity), the pools' declared strengths
+    the prefix ``affinity`` (prefix-affinity; with pricing on, the expected-TTFT model and
+    the ttft-headroom filter price only the uncached prompt), the pools' declared strengths
     (``pools``, intent-fit) and an injected ``rng`` (p2c, softmax)."""
 
-    affinity: PrefixIndex = field(default_factory=PrefixIndex)
+    affinity: Affinity = field(default_factory=Affinity)
     pools: Mapping[str, PoolFit] = field(default_factory=dict)
     rng: random.Random = field(default_factory=lambda: random.Random(0))
 
@@ -110,7 +111,8 @@ def register_builtins(registry: Registry | None = None) -> Registry:
                                                      kv_min_fraction=p.kv_min_fraction),
         "capability": lambda p, s: CapabilityFilter(),
         "health": lambda p, s: HealthFilter(),
-        "ttft-headroom": lambda p, s: TtftHeadroomFilter(p.factor, p.slack_ms, p.keep),
+        "ttft-headroom": lambda p, s: TtftHeadroomFilter(p.factor, p.slack_ms, p.keep,
+                                                         s.affinity),
     })
     reg.scorers.update({
         "queue-depth": lambda p, s: QueueDepthScorer(), "kv-cache": lambda p, s: KvCacheScorer(),
@@ -120,7 +122,7 @@ def register_builtins(registry: Registry | None = None) -> Registry:
         "throughput": lambda p, s: ThroughputScorer(), "health": lambda p, s: HealthScorer(),
         "prefix-affinity": lambda p, s: PrefixAffinityScorer(s.affinity),
         "intent-fit": lambda p, s: IntentFitScorer(s.pools),
-        "expected-ttft": lambda p, s: ExpectedTtftScorer(),
+        "expected-ttft": lambda p, s: ExpectedTtftScorer(s.affinity),
         "kv-balance": lambda p, s: KvBalanceScorer(),
     })
     reg.pickers.update({

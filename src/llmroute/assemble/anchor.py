@@ -13,6 +13,8 @@ from collections.abc import Callable
 import aiohttp
 
 from llmroute.anchor.affinity import PrefixIndex
+from llmroute.anchor.kv_index import KvEventIndex
+from llmroute.anchor.prefix import Affinity
 from llmroute.anchor.collector import Collector
 from llmroute.anchor.protocol import MetricsSource
 from llmroute.anchor.presets import resolve
@@ -31,12 +33,24 @@ from llmroute.observe.scores import ScoreCollector
 from llmroute.types import Backend
 
 
-def anchor_shared(config: Config, affinity: PrefixIndex | None = None) -> Shared:
-    """The runtime objects the plugins share: the prefix index ``affinity`` (None: a new
-    one), the pools' declarations from ``config`` (read by intent-fit) and the default
-    injected randomness."""
+def anchor_shared(config: Config, affinity: Affinity | None = None) -> Shared:
+    """The runtime objects the plugins share: the prefix ``affinity`` (None: a new one,
+    ``make_affinity``), the pools' declarations from ``config`` (read by intent-fit) and the
+    default injected randomness."""
     pools = {name: PoolFit(p.strengths, p.max_complexity) for name, p in config.pools.items()}
-    return Shared(pools=pools) if affinity is None else Shared(affinity, pools)
+    return Shared(affinity or make_affinity(config), pools)
+
+
+def make_affinity(config: Config) -> Affinity:
+    """The prefix affinity of ``config``: the router-side index with the
+    ``prefix-affinity`` scorer's params, and a KV-event index over the backends with a
+    ``kv_events`` endpoint (none: no event index; the params' ``events: false``: none)."""
+    params = config.anchor.params("scorer", "prefix-affinity")
+    index = PrefixIndex(params.block_tokens, params.max_blocks,  # type: ignore[attr-defined]
+                        params.capacity)  # type: ignore[attr-defined]
+    publishing = [b.id for b in config.backends if b.kv_events]
+    events = KvEventIndex(publishing) if publishing and params.events else None  # type: ignore[attr-defined]
+    return Affinity(index, events)
 
 
 def signal_sources(config: Config, backends: dict[str, Backend],
@@ -86,6 +100,7 @@ def build_profile(cfg: AnchorConfig, registry: Registry, shared: Shared) -> Prof
     preset = resolve(cfg)
     for kind in ("filter", "scorer", "picker"):
         registry.check(kind, cfg.entries(kind))
+    shared.affinity.pricing = dict(preset.weights).get("prefix-affinity", 0) != 0
     return Profile(
         filters=tuple(registry.filter(name, shared, cfg.params("filter", name))
                       for name in preset.filters()),

@@ -1,5 +1,6 @@
 """The parts of a served Runtime that belong to its backend set: its signal collector
-(polling each backend's ``/metrics``) and its strategy watcher.
+(polling each backend's ``/metrics``), its strategy watcher and its subscriptions to the
+engines' KV-cache events (the backends with a ``kv_events`` endpoint).
 
 ``llmroute serve`` opens them for the first Runtime; a reload (``assemble/reload.py``)
 opens them for the new Runtime and retires the old one's once its requests have drained.
@@ -17,6 +18,7 @@ import redis.asyncio as aioredis
 
 from llmroute.anchor.store import SignalStore
 from llmroute.anchor.collector import Collector
+from llmroute.anchor.sources.kv_events import KvEventSubscriber
 from llmroute.assemble.anchor import make_collector
 from llmroute.assemble.strategies import watch_strategies
 from llmroute.runtime import Runtime
@@ -40,6 +42,7 @@ class Generations:
             collector = make_collector(rt.config, rt.backends,
                                        rt.signals or SignalStore(1.0), session, rt.clock)
             await self._share(stack, rt, collector)
+            await self._subscribe(stack, rt)
             collector.start()
             stack.push_async_callback(collector.stop)
             await stack.enter_async_context(watch_strategies(rt.config, rt.strategy))
@@ -70,6 +73,17 @@ class Generations:
             await stack.enter_async_context(load.run())
             self.loads.append(load)
             stack.callback(self.loads.remove, load)
+
+    @staticmethod
+    async def _subscribe(stack: contextlib.AsyncExitStack, rt: Runtime) -> None:
+        """Read the KV-cache events of ``rt``'s backends that publish them into the
+        precise prefix index until ``stack`` closes (``anchor/sources/kv_events.py``)."""
+        events = rt.dispatch.affinity.events
+        endpoints = {b.id: b.kv_events for b in rt.config.backends if b.kv_events}
+        if events is None or not endpoints:
+            return
+        events.track(endpoints)
+        await stack.enter_async_context(KvEventSubscriber(endpoints, events).run())
 
     async def retire(self, rt: Runtime) -> None:
         """Stop ``rt``'s collector and watcher (nothing when they are not open)."""

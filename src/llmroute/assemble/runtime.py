@@ -22,11 +22,11 @@ import orjson
 import structlog
 from prometheus_client import CollectorRegistry
 
-from llmroute.anchor.affinity import PrefixIndex
+from llmroute.anchor.prefix import Affinity
 from llmroute.anchor.registry import register_builtins
 from llmroute.anchor.stats.router import RouterStats
 from llmroute.anchor.store import SignalStore
-from llmroute.assemble.anchor import anchor_shared, build_profile, score_gauges
+from llmroute.assemble.anchor import anchor_shared, build_profile, make_affinity, score_gauges
 from llmroute.assemble.gate import make_gate
 from llmroute.assemble.filter import build_filter, watch_filter
 from llmroute.assemble.generations import Generations
@@ -89,7 +89,7 @@ def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSe
     context = TraceContext()
     parts = _per_backends(config, backends, _Fixed(
         breaker, metrics, FuseEventStore(config.fuse.events_path),
-        BackendClient(session, config.timeouts, context.traceparent), PrefixIndex(),
+        BackendClient(session, config.timeouts, context.traceparent), make_affinity(config),
         handoffs))
     metrics.registry.register(parts["collectors"])
     observer = make_observer(config.observe, metrics, context)
@@ -139,7 +139,7 @@ class _Fixed:
     metrics: Metrics
     fuse_events: FuseEventStore
     client: BackendClient
-    affinity: PrefixIndex
+    affinity: Affinity
     handoffs: HandoffStore
 
 
@@ -165,7 +165,7 @@ def _per_backends(config: Config, backends: dict[str, Backend], fixed: _Fixed
 
 def _deps(config: Config, backends: dict[str, Backend], client: BackendClient,
           breaker: CircuitBreaker, metrics: Metrics, fuse_events: FuseEventStore,
-          stats: RouterStats, affinity: PrefixIndex) -> Deps:
+          stats: RouterStats, affinity: Affinity) -> Deps:
     pools: dict[str, tuple[str, ...]] = {}
     for b in backends.values():
         pools[b.pool] = (*pools.get(b.pool, ()), b.id)

@@ -57,6 +57,19 @@ class TtftHeadroomParams(Strict):
     keep: int = Field(3, ge=1)
 
 
+class PrefixAffinityParams(Strict):
+    """``prefix-affinity`` scorer, and the router-side prefix index it reads
+    (``anchor/affinity.py``): keys of ``block_tokens`` tokens (a multiple of the engines'
+    block size; 3 characters a token), at most ``max_blocks`` per prompt and ``capacity``
+    per backend (the index's memory bound); ``events``: read the KV-cache events of the
+    backends that publish them (``kv_events``)."""
+
+    block_tokens: int = Field(256, ge=1)
+    max_blocks: int = Field(512, ge=1)
+    capacity: int = Field(16384, ge=1)
+    events: bool = True
+
+
 class SoftmaxParams(Strict):
     """``softmax`` picker: the sampling ``temperature``, in units of total score."""
 
@@ -65,7 +78,7 @@ class SoftmaxParams(Strict):
 
 PLUGIN_PARAMS: Mapping[Kind, Mapping[str, type[BaseModel]]] = {
     "filter": {"context-fit": ContextFitParams, "ttft-headroom": TtftHeadroomParams},
-    "scorer": {},
+    "scorer": {"prefix-affinity": PrefixAffinityParams},
     "picker": {"softmax": SoftmaxParams},
 }
 """Each plugin's params model by kind and type name; a plugin not listed takes none."""

@@ -131,7 +131,10 @@ class BackendConfig(Strict):
     backend of its pool must be one too). ``tokenizer``: a tokenizer file that counts its
     prompts (else its engine kind's tokenize endpoint, if any). ``ttft_s`` / ``stall_s``
     override ``timeouts.ttft_s`` / ``timeouts.stall_s`` for this backend. ``quirks``
-    overrides what its engine kind accepts in a request body (``config/quirks.py``)."""
+    overrides what its engine kind accepts in a request body (``config/quirks.py``).
+    ``kv_events``: the ZeroMQ endpoint where the engine publishes vLLM's KV-cache events
+    (vLLM ``--kv-events-config`` with the ZMQ publisher, e.g. ``tcp://10.0.0.5:5557``); the
+    anchor subscribes and matches prompts on the engine's own blocks (``docs/prefix.md``)."""
 
     id: str = Field(pattern=_ID)
     pool: str
@@ -149,6 +152,7 @@ class BackendConfig(Strict):
     ttft_s: float | None = Field(None, gt=0)
     stall_s: float | None = Field(None, gt=0)
     quirks: QuirksConfig | None = None
+    kv_events: str | None = Field(None, pattern=r"^(tcp|ipc)://")
 
     @field_validator("engine")
     @classmethod

@@ -10,7 +10,7 @@ import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from llmroute.anchor.affinity import PrefixIndex
+from llmroute.anchor.prefix import Affinity
 from llmroute.anchor.stats.router import RouterStats
 from llmroute.backends.client import BackendClient
 from llmroute.config import FuseConfig, RetryConfig
@@ -25,7 +25,7 @@ class Deps:
 
     ``client`` sends requests; ``breaker`` and ``stats`` take each attempt's outcome
     (``stats``: in flight, pending prefill, latency and TTFT in ms); ``affinity`` learns
-    which backend served a prompt; ``metrics`` counts handoffs and dead ends, which
+    which backend served a prompt (and prices the prefill a backend is sent); ``metrics`` counts handoffs and dead ends, which
     ``fuse_events`` stores; ``retry`` gives the back-off between attempts, ``fuse`` the
     result fuse's settings (entropy trigger, prewarm, degradation tiers); ``pools`` maps a
     pool name to its backend ids in config order (a degraded pool's health is theirs);
@@ -36,7 +36,7 @@ class Deps:
     client: BackendClient
     breaker: CircuitBreaker
     stats: RouterStats
-    affinity: PrefixIndex
+    affinity: Affinity
     metrics: Metrics
     fuse_events: FuseEventStore
     retry: RetryConfig

@@ -24,7 +24,7 @@ from llmroute.errors import (
     UpstreamTimeout,
 )
 from llmroute.fuse.retry import backoff_s, is_context_overflow
-from llmroute.types import Backend, Candidate, RoutePlan
+from llmroute.types import Backend, Candidate, ChatRequest, RoutePlan
 
 T = TypeVar("T")
 log = structlog.get_logger("llmroute.dispatch")
@@ -39,11 +39,20 @@ def blame_later(err: BackendError) -> bool:
         and err.body is not None
 
 
+def pending_prefill(deps: Deps, request: ChatRequest, extra: int = 0
+                    ) -> Callable[[str], int]:
+    """``backend_id -> prompt tokens (plus ``extra``) it must prefill``: the prompt less
+    what the backend is expected to hold in its prefix cache (``anchor/prefix.py``)."""
+    tokens = request.prompt_tokens + extra
+    return lambda backend_id: deps.affinity.uncached(request, backend_id, tokens)
+
+
 async def with_failover(deps: Deps, plan: RoutePlan, budget: Budget,
-                        call: Callable[[Backend], Awaitable[T]], prompt_tokens: int = 0
-                        ) -> tuple[Attempt, T]:
+                        call: Callable[[Backend], Awaitable[T]], prompt_tokens: int = 0,
+                        pending: Callable[[str], int] | None = None) -> tuple[Attempt, T]:
     """``call`` the budget's candidates in order until one succeeds, with jittered back-off
-    between failures; each attempt counts ``prompt_tokens`` as pending prefill. A
+    between failures; each attempt counts ``prompt_tokens`` as pending prefill (with
+    ``pending``, ``pending(backend_id)``: the part the backend has not cached). A
     context-length refusal moves on to larger-context candidates only; a 429's
     ``Retry-After`` holds that backend's breaker open. Returns the successful (unsettled)
     attempt and what ``call`` returned.
@@ -59,7 +68,8 @@ async def with_failover(deps: Deps, plan: RoutePlan, budget: Budget,
     while (cand := budget.take()) is not None:
         if errors:
             await asyncio.sleep(backoff_s(deps.retry, len(errors), deps.rng, errors[-1]))
-        attempt = Attempt.begin(deps, cand.backend, prompt_tokens, budget.trace)
+        tokens = prompt_tokens if pending is None else pending(cand.backend.id)
+        attempt = Attempt.begin(deps, cand.backend, tokens, budget.trace)
         try:
             result = await call(cand.backend)
         except BackendError as err:

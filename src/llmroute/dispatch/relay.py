@@ -29,7 +29,7 @@ from llmroute.backends.engines import ContinuationForm, backend_capabilities
 from llmroute.backends.sse import DONE, encode_json
 from llmroute.dispatch.attempt import Attempt, Budget
 from llmroute.dispatch.deps import Deps
-from llmroute.dispatch.failover import with_failover
+from llmroute.dispatch.failover import pending_prefill, with_failover
 from llmroute.errors import (
     BackendError,
     ContextLengthExceeded,
@@ -100,7 +100,8 @@ class Relay:
 
         attempt, (upstream, chunks, first) = await with_failover(
             self.deps, self.plan, self.budget, call,
-            self.request.prompt_tokens + self.seam.tokens)
+            self.request.prompt_tokens + self.seam.tokens,
+            pending_prefill(self.deps, self.request, self.seam.tokens))
         attempt.first_token()
         self.leg = _Leg(attempt, upstream, chunks, first, self._fuse(attempt.backend))
         return self.leg

@@ -14,7 +14,7 @@ from llmroute.backends.engines import capabilities_of, engine_kind
 from llmroute.backends.sse import DONE, encode_json
 from llmroute.dispatch.attempt import Budget
 from llmroute.dispatch.deps import Deps
-from llmroute.dispatch.failover import with_failover
+from llmroute.dispatch.failover import pending_prefill, with_failover
 from llmroute.dispatch.relay import Relay
 from llmroute.dispatch.watchdog import bounded
 from llmroute.fuse.degrade import (
@@ -56,9 +56,10 @@ async def complete(deps: Deps, request: ChatRequest, plan: RoutePlan,
     check_logprobs(request, ordered)
     ordered = choice_capable(request, ordered)
     attempt, answer = await with_failover(deps, plan, Budget(ordered, plan.max_attempts, trace),
-                                          call, request.prompt_tokens)
+                                          call, request.prompt_tokens,
+                                          pending_prefill(deps, request))
     attempt.succeed(output_tokens=_completion_tokens(answer))
-    deps.affinity.record(request.text, attempt.backend.id, attempt.started)
+    deps.affinity.record(request, attempt.backend.id)
     if request.endpoint == "completions":
         answer = text_completion(answer)
     return attempt.backend, answer
@@ -83,7 +84,7 @@ async def open_stream(deps: Deps, request: ChatRequest, plan: RoutePlan,
     except BaseException:
         relay.stop_warm()
         raise
-    deps.affinity.record(request.text, attempt.backend.id, attempt.started)
+    deps.affinity.record(request, attempt.backend.id)
     return attempt.backend, relay.stream()
 
 

@@ -6,6 +6,7 @@ import pytest
 from fakes.anchor_ctx import backends, context, request, signals
 
 from llmroute.anchor.affinity import PrefixIndex
+from llmroute.anchor.prefix import Affinity
 from llmroute.anchor.scorers.error_rate import ErrorRateScorer
 from llmroute.anchor.scorers.free_vram import FreeVramScorer
 from llmroute.anchor.scorers.gpu_util import GpuUtilScorer
@@ -119,14 +120,16 @@ def test_health_scorer_follows_the_breaker():
 
 
 def test_prefix_affinity_prefers_the_backend_that_served_the_prefix():
-    index = PrefixIndex(block_chars=4, max_blocks=4, ttl_s=10)
-    index.record("abcdefghXXXX", "b", now=0.0)
-    index.record("abcdYYYY", "a", now=1.0)
-    scorer = PrefixAffinityScorer(index)
-    scored = scorer.score(context(req=request("abcdefghZZZZ"), now=2.0), AB)
-    assert scored == {"a": pytest.approx(1 / 3), "b": pytest.approx(2 / 3)}
-    assert scorer.score(context(req=request("abcdefghZZZZ"), now=20.0), AB) == {"a": 0, "b": 0}
-    assert scorer.score(context(req=request("abc")), AB) == {}
+    affinity = Affinity(PrefixIndex(block_tokens=2, max_blocks=4))  # keys of 6 characters
+    affinity.record(request("abcdefghijklXX", prompt_tokens=5), "b")
+    affinity.record(request("abcdefYYYYYY", prompt_tokens=4), "a")
+    scorer = PrefixAffinityScorer(affinity)
+    asked = request("abcdefghijklZZZZZZ", prompt_tokens=6)
+    assert scorer.score(context(req=asked), AB) == {"a": pytest.approx(2 / 6),
+                                                    "b": pytest.approx(4 / 6)}
+    assert scorer.score(context(req=request("abc", prompt_tokens=1)), AB) == {}
+    affinity.forget("b")
+    assert scorer.score(context(req=asked), AB) == {"a": pytest.approx(2 / 6), "b": 0.0}
 
 
 @pytest.mark.parametrize("pool,intent,expected", [

@@ -16,7 +16,7 @@ import aiohttp
 from fakes.upstream import serve_upstream
 
 from llmroute import dispatch
-from llmroute.anchor.affinity import PrefixIndex
+from llmroute.anchor.prefix import Affinity
 from llmroute.anchor.stats.router import RouterStats
 from llmroute.backends.client import BackendClient
 from llmroute.config import BreakerConfig, FuseConfig, RetryConfig, TimeoutConfig
@@ -25,7 +25,7 @@ from llmroute.observe.fuse_events import FuseEventStore
 from llmroute.observe.metrics import Metrics
 from llmroute.types import Backend, BreakerState, Candidate, ChatRequest, RoutePlan
 
-PROMPT = "Tell me about the fox. " * 12  # one full affinity block (256 characters)
+PROMPT = "Tell me about the fox. " * 40  # one full affinity key (768 characters)
 
 
 @contextlib.asynccontextmanager
@@ -36,7 +36,7 @@ async def deps_over(backends: list[Backend]) -> AsyncIterator[dispatch.Deps]:
     events = FuseEventStore()
     async with aiohttp.ClientSession() as session:
         yield dispatch.Deps(BackendClient(session, TimeoutConfig()), breaker,
-                            RouterStats.for_backends(ids, breakers=breaker.views), PrefixIndex(),
+                            RouterStats.for_backends(ids, breakers=breaker.views), Affinity(),
                             Metrics(breaker.views, ids, clock), events,
                             RetryConfig(backoff_base_s=0.0, backoff_max_s=0.0), FuseConfig(),
                             {"general": tuple(ids)}, clock, lambda: 1_700_000_000.0,
@@ -66,7 +66,7 @@ async def test_complete_fails_over_and_settles_each_attempt():
                                                      [Candidate(x, 1.0) for x in bs])
             stats = deps.stats.snapshot(10.0).stats
             opened = deps.breaker.state("b0", 2.0)  # opened at 0.5, cools down for 5 s
-            affinity = deps.affinity.matched_blocks(deps.affinity.keys(PROMPT), 10.0)
+            affinity = deps.affinity.index.matched(deps.affinity.keys(request(False)))
     assert served.id == "b1"
     assert answer["choices"][0]["message"]["content"] == "Hello from the fake engine."
     assert len(a.requests) == 1 and len(b.requests) == 1

@@ -12,7 +12,7 @@ import pytest
 from fakes.upstream import serve_upstream
 
 from llmroute import dispatch
-from llmroute.anchor.affinity import PrefixIndex
+from llmroute.anchor.prefix import Affinity
 from llmroute.anchor.stats.router import RouterStats
 from llmroute.backends.client import BackendClient
 from llmroute.config import BreakerConfig, FuseConfig, RetryConfig, TimeoutConfig
@@ -31,7 +31,7 @@ def _deps(session, ids, dark_ids: set[str]) -> dispatch.Deps:
     stats = RouterStats.for_backends(ids, breakers=breaker.views,
                                      dark=lambda now: frozenset(dark_ids))
     return dispatch.Deps(BackendClient(session, TimeoutConfig(ttft_s=0.3)), breaker, stats,
-                         PrefixIndex(), Metrics(breaker.views, ids, time.monotonic),
+                         Affinity(), Metrics(breaker.views, ids, time.monotonic),
                          FuseEventStore(), RetryConfig(backoff_base_s=0.0, backoff_max_s=0.0),
                          FuseConfig(), {"general": tuple(ids)}, time.monotonic, time.time,
                          __import__("random").Random(0))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from llmroute.anchor.prefix import Affinity
 from llmroute.anchor.protocol import AnchorContext
 from llmroute.anchor.scorers.expected_ttft import predicted_ttfts
 from llmroute.types import Backend
@@ -41,12 +42,15 @@ class TtftHeadroomFilter:
     soonest TTFT (module docstring); ``factor`` ≥ 1, ``slack_ms`` ≥ 0 (ms). When fewer than
     ``keep`` (≥ 1) pass, the ``keep`` soonest are kept instead, so the scorers still have a
     choice during a burst that leaves one idle engine far ahead. Never empties a non-empty
-    list."""
+    list. With ``affinity`` pricing the predictions leave out each backend's expected cached
+    prefix (``scorers/expected_ttft.predicted_ttfts``)."""
 
-    def __init__(self, factor: float = FACTOR, slack_ms: float = SLACK_MS, keep: int = KEEP):
+    def __init__(self, factor: float = FACTOR, slack_ms: float = SLACK_MS, keep: int = KEEP,
+                 affinity: Affinity | None = None):
         self._factor = factor
         self._slack_ms = slack_ms
         self._keep = keep
+        self._affinity = affinity
 
     def filter(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[Backend]:
         """A subset of ``candidates``, order kept; the input list itself when every
@@ -54,7 +58,7 @@ class TtftHeadroomFilter:
         survivors = candidates if isinstance(candidates, list) else list(candidates)
         if len(survivors) < 2:
             return survivors
-        times = predicted_ttfts(ctx, survivors)
+        times = predicted_ttfts(ctx, survivors, self._affinity)
         best = min(times)
         if best != best:  # no model anywhere yet
             return survivors

@@ -4,13 +4,17 @@ Per backend, the router's TTFT model (``anchor/sources/prefill.py``) predicts
 ``TTFT = overhead + (prompt tokens already waiting there + this prompt) × ms/token``. Unlike
 counting requests (``in-flight``, ``queue-depth``), it weighs each queued prompt by its
 length and each engine by its own speed, so a long prompt goes to a fast engine with a short
-queue rather than to the slow engine that happens to be idle.
+queue rather than to the slow engine that happens to be idle. With prefix pricing on
+(``anchor/prefix.py``: the profile has a ``prefix-affinity`` scorer) this prompt counts
+only its part the backend is not expected to have cached, so a cache hit shortens the
+prediction by the prefill it saves — and no more: a queue that costs more still loses.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from llmroute.anchor.prefix import Affinity
 from llmroute.anchor.protocol import AnchorContext
 from llmroute.anchor.scorers.base import NAN, ColumnScorer, memo_column, stats_rows
 from llmroute.types import Backend, BackendStats
@@ -25,13 +29,18 @@ def expected_ttft_ms(s: BackendStats | None, prompt_tokens: int) -> float | None
     return overhead + (s.prefill_tokens + max(prompt_tokens, 1)) * s.prefill_ms_per_token
 
 
-def predicted_ttfts(ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
-    """Predicted TTFT (ms) of ``ctx.request`` on each candidate, in order (``expected_ttft_ms``).
+def predicted_ttfts(ctx: AnchorContext, candidates: Sequence[Backend],
+                    affinity: Affinity | None = None) -> list[float]:
+    """Predicted TTFT (ms) of ``ctx.request`` on each candidate, in order (``expected_ttft_ms``;
+    with ``affinity`` pricing, of the prompt's tokens each one is not expected to hold).
     A backend without a fitted model (no first token seen yet) is predicted optimistically,
     as fast per token as the fastest known one with no overhead, so every backend gets
     tried and learned; with no model at all every value is NaN. Computed once per decision
     and candidate list (``memo_column``): the ``ttft-headroom`` filter and this scorer share
     it. Callers must not mutate the result."""
+    if affinity is not None and affinity.pricing:
+        return memo_column(ctx, PREDICTED, candidates,
+                           lambda c, b: _predict_uncached(c, b, affinity))
     return memo_column(ctx, PREDICTED, candidates, _predict)
 
 
@@ -50,6 +59,28 @@ def _predict(ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
         return [NAN] * len(stats) if partial is None else partial
 
 
+def _predict_uncached(ctx: AnchorContext, candidates: Sequence[Backend],
+                      affinity: Affinity) -> list[float]:
+    """``_predict`` with each candidate's own prompt: the tokens it has not cached."""
+    prompt = max(ctx.request.prompt_tokens, 1)
+    cached = affinity.cached_tokens(ctx, candidates)
+    stats = stats_rows(ctx, candidates)
+    known = [s.prefill_ms_per_token for s in stats if s is not None
+             and s.prefill_ms_per_token is not None]
+    if not known:
+        return [NAN] * len(stats)
+    fastest = min(known)
+    out = []
+    for s, c in zip(stats, cached):
+        own = max(prompt - int(c), 1)
+        rate = s.prefill_ms_per_token if s is not None else None
+        if rate is None:
+            out.append(_unknown(s, own) * fastest)
+        else:
+            out.append((s.prefill_overhead_ms or 0.0) + (s.prefill_tokens + own) * rate)
+    return out
+
+
 class ExpectedTtftScorer(ColumnScorer):
     """``best / own`` predicted TTFT among the candidates (``predicted_ttfts``): 1.0 for the
     soonest, 0.5 for a backend expected to take twice as long; missing when no backend has
@@ -58,9 +89,12 @@ class ExpectedTtftScorer(ColumnScorer):
     name = "expected-ttft"
     bounded = True
 
+    def __init__(self, affinity: Affinity | None = None):
+        self._affinity = affinity
+
     def column(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
         """See the class docstring; NaN where missing."""
-        times = predicted_ttfts(ctx, candidates)
+        times = predicted_ttfts(ctx, candidates, self._affinity)
         if not times or times[0] != times[0]:  # empty, or no model anywhere (all NaN)
             return list(times)
         best = max(min(times), 1e-3)

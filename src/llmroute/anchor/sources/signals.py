@@ -15,7 +15,8 @@ from llmroute.types import EngineSignals
 SIGNALS: tuple[str, ...] = (
     "running", "waiting", "kv_cache_usage", "kv_capacity_tokens",
     "ttft_p50_ms", "ttft_p95_ms", "tpot_p50_ms",
-    "prompt_tokens_total", "generation_tokens_total", "gen_throughput_tps",
+    "prompt_tokens_total", "generation_tokens_total", "prefix_cache_queries_total",
+    "prefix_cache_hits_total", "gen_throughput_tps",
     "idle_slots", "total_slots",
     "gpu_mem_used_bytes", "gpu_mem_free_bytes", "gpu_util",
     "loaded_models",

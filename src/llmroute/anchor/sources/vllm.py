@@ -13,6 +13,9 @@ Names (checked against real captures of the V0 engine, ~0.5 and ~0.7, and the V1
 - ``vllm:prompt_tokens_total`` / ``vllm:generation_tokens_total`` (counters).
 - KV capacity: the labels ``num_gpu_blocks`` × ``block_size`` of the info gauge
   ``vllm:cache_config_info`` (tokens per engine; the largest when engines differ).
+- Prefix cache: the V1 counters ``vllm:prefix_cache_queries_total`` and
+  ``vllm:prefix_cache_hits_total`` (tokens; 0.20.2rc1 scrape). Optional: V0 engines export
+  a hit-rate gauge instead, and an engine without prefix caching may leave them out.
 
 Gauges and counters are summed across label sets (``engine`` for data-parallel engines,
 ``model_name``); the KV fraction is averaged across them (each engine has its own cache of
@@ -50,6 +53,10 @@ def parse_vllm_metrics(text: str, taken_at: float) -> EngineSignals:
         "prompt_tokens_total": prom.as_int(prom.gauge_sum(samples, "vllm:prompt_tokens_total")),
         "generation_tokens_total": prom.as_int(
             prom.gauge_sum(samples, "vllm:generation_tokens_total")),
+        "prefix_cache_queries_total": prom.as_int(
+            prom.gauge_sum(samples, "vllm:prefix_cache_queries_total")),
+        "prefix_cache_hits_total": prom.as_int(
+            prom.gauge_sum(samples, "vllm:prefix_cache_hits_total")),
     })
 
 

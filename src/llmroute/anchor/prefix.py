@@ -1,0 +1,187 @@
+"""``Affinity``: how many of a request's prompt tokens each backend is expected to have in
+its prefix cache — what the ``prefix-affinity`` scorer rewards and what the expected-TTFT
+model (``scorers/expected_ttft.py``, the ``ttft-headroom`` filter) leaves out of the
+prefill it prices, so a cache hit never outweighs a queue that costs more than the prefill
+it saves.
+
+Two indexes answer it:
+
+- the router-side ``PrefixIndex`` (``anchor/affinity.py``): what this router sent where,
+  learned from its own routing decisions (``record``), per backend capped at the engine's
+  cache size. Its estimate ``leading keys × block_tokens`` is scaled by the backend's
+  *trust*: how much of what the index predicted the engine really found cached, read from
+  the engine's own counters (``vllm:prefix_cache_hits_total`` over the tokens the index
+  predicted for the requests sent there since the counter last moved; an EWMA, 1.0 until
+  measured). An engine without prefix caching (or evicting faster than the index thinks)
+  drives its trust, and with it the affinity, towards 0.
+- the precise ``KvEventIndex`` (``anchor/kv_index.py``), where the backend publishes
+  vLLM's KV-cache events: its own blocks, matched at its own block size; used instead of
+  the router's guess while its stream is live and its signals fresh.
+
+Faults: an engine whose prefix-cache query counter goes backwards restarted (its cache is
+empty): both indexes forget it at the next decision that sees the poll — a stale claim
+outlives the cache by one poll at most. A dark backend's events are not trusted (the
+router-side guess, scaled by trust, stands in).
+
+Per decision the keys are hashed once per request (kept for its dispatch, for the last
+``MEMO`` requests) and the column of expected cached tokens is computed once
+(``memo_column``), shared by the scorer, the filter and ``expected-ttft``.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from llmroute.anchor.affinity import PrefixIndex
+from llmroute.anchor.kv_index import KvEventIndex
+from llmroute.anchor.protocol import AnchorContext
+from llmroute.anchor.scorers.base import engine_rows, memo_column
+from llmroute.blocks import block_hashes
+from llmroute.types import Backend, ChatRequest, EngineSignals
+
+MEMO = 256
+"""Requests whose keys are kept between the decision and the dispatch."""
+TRUST_ALPHA = 0.3
+"""Weight of the newest hits/predicted ratio in a backend's trust."""
+CACHED = "cached-tokens"
+"""The ``ctx.columns`` memo key of ``cached_tokens``."""
+
+
+@dataclass
+class _Trust:
+    """One backend's calibration: engine counters last seen, tokens predicted since."""
+
+    trust: float = 1.0
+    queries: int | None = None
+    hits: int = 0
+    predicted: float = 0.0
+
+
+class Affinity:
+    """Expected cached prompt tokens per backend (module docstring). ``pricing`` turns its
+    use in decisions on (the profile has a ``prefix-affinity`` scorer); ``events`` is the
+    precise index, None when no backend publishes KV events."""
+
+    def __init__(self, index: PrefixIndex | None = None, events: KvEventIndex | None = None):
+        self.index = index or PrefixIndex()
+        self.events = events
+        self.pricing = False
+        self._keys: OrderedDict[tuple[str, int], tuple[int, ...]] = OrderedDict()
+        self._fine: OrderedDict[tuple[str, int, int], tuple[int, ...]] = OrderedDict()
+        self._trust: dict[str, _Trust] = {}
+
+    def keys(self, request: ChatRequest) -> tuple[int, ...]:
+        """The router-side keys of ``request``'s prompt (hashed once per request: kept by
+        request id and the text's hash, which a str computes once)."""
+        memo = (request.request_id, hash(request.text))
+        keys = self._keys.get(memo)
+        if keys is None:
+            keys = tuple(self.index.keys(request.text))
+            self._keys[memo] = keys
+            if len(self._keys) > MEMO:
+                self._keys.popitem(last=False)
+        return keys
+
+    def cached_tokens(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
+        """Expected cached prompt tokens of ``ctx.request`` on each candidate, in order
+        (0.0 with nothing cached; at most the prompt less one token). Computed once per
+        decision; callers must not mutate it."""
+        return memo_column(ctx, CACHED, candidates, self._column)
+
+    def uncached(self, request: ChatRequest, backend_id: str, tokens: int) -> int:
+        """``tokens`` (≥ 1) less what ``backend_id`` is expected to have cached of
+        ``request`` (the prefill it is sent), when pricing is on."""
+        if not self.pricing:
+            return tokens
+        cached = self._expected(request, backend_id, None)
+        return max(tokens - int(cached), 1)
+
+    def record(self, request: ChatRequest, backend_id: str) -> None:
+        """``backend_id`` served ``request``: it holds the prompt's blocks now. The tokens
+        the index expected it to have cached count towards its trust."""
+        keys = self.keys(request)
+        if not keys:
+            return
+        depth = self.index.matched(keys).get(backend_id, 0)
+        trust = self._trust.setdefault(backend_id, _Trust())
+        trust.predicted += depth * self.index.block_tokens
+        self.index.record(keys, backend_id)
+
+    def trust(self, backend_id: str) -> float:
+        """How much of the router-side estimate ``backend_id``'s engine confirms (0–1)."""
+        t = self._trust.get(backend_id)
+        return t.trust if t is not None else 1.0
+
+    def observe(self, backend_id: str, signals: EngineSignals | None) -> None:
+        """Read a fresh poll of ``backend_id``: its cache size bounds the index, a
+        prefix-cache counter that went backwards (a restart) empties both indexes for it,
+        and the hits since the last poll, over the tokens predicted, update its trust."""
+        if signals is None:
+            return
+        if signals.kv_capacity_tokens:
+            self.index.set_capacity(backend_id, signals.kv_capacity_tokens
+                                    // self.index.block_tokens)
+        queries, hits = signals.prefix_cache_queries_total, signals.prefix_cache_hits_total
+        if queries is None or hits is None:
+            return
+        t = self._trust.setdefault(backend_id, _Trust())
+        if t.queries is not None and queries < t.queries:
+            self.forget(backend_id)
+            t = self._trust[backend_id] = _Trust()
+        elif t.queries is not None and queries > t.queries \
+                and t.predicted >= self.index.block_tokens:
+            ratio = min((hits - t.hits) / t.predicted, 1.0)
+            t.trust += TRUST_ALPHA * (max(ratio, 0.0) - t.trust)
+            t.predicted = 0.0
+        t.queries, t.hits = queries, hits
+
+    def forget(self, backend_id: str) -> None:
+        """``backend_id``'s cache is empty (restarted): forget what both indexes hold."""
+        self.index.forget(backend_id)
+        if self.events is not None:
+            self.events.forget(backend_id)
+
+    def _engine_keys(self, request: ChatRequest, size: int) -> tuple[int, ...]:
+        """The hashes of ``request``'s prompt at an engine's block size ``size`` (hashed
+        once per request and size)."""
+        memo = (request.request_id, hash(request.text), size)
+        hashes = self._fine.get(memo)
+        if hashes is None:
+            cap = self.index.max_blocks * self.index.block_tokens // size
+            hashes = self._fine[memo] = tuple(block_hashes(request.text, size, cap))
+            if len(self._fine) > MEMO:
+                self._fine.popitem(last=False)
+        return hashes
+
+    def _column(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
+        keys = self.keys(ctx.request)
+        if not keys and self.events is None:
+            return [0.0] * len(candidates)
+        rows = engine_rows(ctx, candidates)
+        for b, e in zip(candidates, rows):
+            self.observe(b.id, e)
+        depth = self.index.matched(keys) if keys else {}
+        return [self._expected(ctx.request, b.id, depth, e is not None)
+                for b, e in zip(candidates, rows)]
+
+    def _expected(self, request: ChatRequest, backend_id: str,
+                  depth: dict[str, int] | None, fresh: bool = True) -> float:
+        """Expected cached tokens of ``request`` on ``backend_id``: the engine's own blocks
+        when its events are live and its signals ``fresh``, else the router-side depth
+        (``depth``: from ``matched``, None to look it up) × block size × trust."""
+        limit = max(request.prompt_tokens - 1, 0)
+        events = self.events
+        if events is not None and fresh and events.live(backend_id):
+            size = events.block_size(backend_id)
+            if size:
+                hashes = self._engine_keys(request, size)
+                return float(min(events.matched(backend_id, hashes) * size, limit))
+        if depth is None:
+            keys = self.keys(request)
+            depth = self.index.matched(keys) if keys else {}
+        blocks = depth.get(backend_id, 0)
+        if not blocks:
+            return 0.0
+        return min(blocks * self.index.block_tokens * self.trust(backend_id), limit)
