@@ -149,7 +149,7 @@ def run(decisions: int) -> dict[str, float]:
     for n in (10, 100):
         backends = fleet(n)
         for b in backends[:5]:
-            affinity.record(served, b.id)
+            affinity.dispatched(served, b.id, 300)
         for name, (profile, limit) in profiles(affinity).items():
             measure(profile, backends, decisions // 10, rng, limit)  # warm-up
             results[(name, n)], cpu[(name, n)] = measure(profile, backends, decisions, rng,

@@ -30,6 +30,7 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -154,7 +155,7 @@ def make_plan(rows: list[TraceRow], n: int, wall_rps: float, seed: int,
     return Plan(specs, schedule, time_scale, capacity, offered, deadline_s)
 
 
-def router_config(policy: str, engines: list[tuple[str, int]],
+def router_config(policy: str, engines: list[tuple[str, int, str | None]],
                   scorers: dict[str, float] | None = None,
                   anchor: dict[str, Any] | None = None) -> Config:
     """One pool ``fleet`` over the engines, routed by the anchor preset ``policy`` (its
@@ -166,7 +167,7 @@ def router_config(policy: str, engines: list[tuple[str, int]],
                          "routing policies cannot be selected; nothing was measured")
     backends = [{"id": f"gpu-{i}", "pool": "fleet", "engine": "emulator", "base_url": url,
                  "model": "fleet-model", "context_length": max_len}
-                for i, (url, max_len) in enumerate(engines)]
+                for i, (url, max_len, *_) in enumerate(engines)]
     return Config.model_validate({
         "pools": {"fleet": {}}, "backends": backends, "routing": {"default_pool": "fleet"},
         "timeouts": {"ttft_s": 600, "total_s": 900, "stall_s": 300},
@@ -178,25 +179,36 @@ async def run_policy(policy: str, plan: Plan, scorers: dict[str, float] | None =
                      anchor: dict[str, Any] | None = None) -> Run:
     """Start a fresh fleet and router, replay the plan, stop everything; ``scorers``
     overrides the preset's weights."""
+    return await run_fleet(policy, plan,
+                           lambda engines: router_config(policy, engines, scorers, anchor))
+
+
+async def run_fleet(name: str, plan: Plan, config_for: Callable[[list[Any]], Config],
+                    prompts: Any = None) -> Run:
+    """Start a fresh fleet of ``plan.specs`` and a router configured by ``config_for``
+    (given ``[(base_url, max_model_len, kv_events)]`` per engine), replay the plan (texts
+    from ``prompts``, see ``LoadPlan``), stop everything; the Run is called ``name``."""
     ctx = mp.get_context("spawn")
     fleet_end, child = ctx.Pipe()
     fleet = ctx.Process(target=fleet_process, args=(plan.specs, child), daemon=True)
     fleet.start()
     try:
         engines = await asyncio.to_thread(fleet_end.recv)
-        config = router_config(policy, engines, scorers, anchor)
+        config = config_for(engines)
         async with (open_runtime(config) as rt,
                     serve_in_background(create_app(config, runtime=rt)) as url):
-            outcomes, polls = await _replay(ctx, url, plan, [e for e, _ in engines])
+            outcomes, polls = await _replay(ctx, url, plan, [e[0] for e in engines], prompts)
     finally:
         fleet_end.send("stop")
         await asyncio.to_thread(fleet.join, 10)
-    return Run(policy, outcomes, polls, plan.time_scale, plan.deadline_s)
+    return Run(name, outcomes, polls, plan.time_scale, plan.deadline_s)
 
 
-async def _replay(ctx: Any, url: str, plan: Plan, engines: list[str]) -> tuple[Any, Any]:
+async def _replay(ctx: Any, url: str, plan: Plan, engines: list[str],
+                  prompts: Any = None) -> tuple[Any, Any]:
     load_end, child = ctx.Pipe()
-    load_plan = LoadPlan(url, plan.schedule, engines, plan.deadline_s * plan.time_scale)
+    load_plan = LoadPlan(url, plan.schedule, engines, plan.deadline_s * plan.time_scale,
+                         prompts=prompts)
     load = ctx.Process(target=load_process, args=(load_plan, child), daemon=True)
     load.start()
     result = await asyncio.to_thread(load_end.recv)

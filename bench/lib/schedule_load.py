@@ -65,8 +65,9 @@ def prompt_text(tokens: int, index: int = 0) -> str:
 # ---------------------------------------------------------------- the emulated fleet process
 
 def fleet_process(specs: list[Any], conn: Any) -> None:
-    """Child process: serve ``specs`` on free ports, send ``[(base_url, max_model_len)]``
-    through ``conn``, serve until anything arrives on ``conn``."""
+    """Child process: serve ``specs`` on free ports, send ``[(base_url, max_model_len,
+    kv_events endpoint or None)]`` through ``conn``, serve until anything arrives on
+    ``conn``."""
     asyncio.run(_fleet(specs, conn))
 
 
@@ -74,7 +75,8 @@ async def _fleet(specs: list[Any], conn: Any) -> None:
     from llmroute.emulator.fleet import serve_engines
 
     async with serve_engines(specs) as served:
-        conn.send([(s.base_url, s.engine.scheduler.config.max_model_len) for s in served])
+        conn.send([(s.base_url, s.engine.scheduler.config.max_model_len, s.kv_events)
+                   for s in served])
         await asyncio.to_thread(conn.recv)
 
 
@@ -98,25 +100,31 @@ class Outcome:
 @dataclass(frozen=True, slots=True)
 class Poll:
     """One read of every engine's ``/metrics``: wall offset ``t`` (s) and, per engine, KV-cache
-    usage (fraction 0–1), running and waiting requests."""
+    usage (fraction 0–1), running and waiting requests, and its prefix cache's counters
+    (tokens queried, tokens hit; 0 where not exported)."""
 
     t: float
     kv: list[float]
     running: list[int]
     waiting: list[int]
+    queries: tuple[int, ...] = ()
+    hits: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class LoadPlan:
     """What the load generator sends: ``schedule`` rows ``(wall offset s, prompt tokens,
     max tokens)`` to ``router``; ``deadline_s`` wall seconds to the first token; the run
-    ends ``deadline_s`` after the last send; ``engines`` are polled every ``poll_s``."""
+    ends ``deadline_s`` after the last send; ``engines`` are polled every ``poll_s``.
+    ``prompts(index, tokens)`` gives each request's text (a picklable callable; None:
+    ``prompt_text``)."""
 
     router: str
     schedule: list[tuple[float, int, int]]
     engines: list[str]
     deadline_s: float
     poll_s: float = 0.25
+    prompts: Any = None
 
 
 def load_process(plan: LoadPlan, conn: Any) -> None:
@@ -164,8 +172,9 @@ async def _send_at(session: aiohttp.ClientSession, plan: LoadPlan, index: int,
                    row: tuple[float, int, int], start: float, progress: _Progress) -> Outcome:
     at, prompt, out = row
     await asyncio.sleep(max(start + at - time.monotonic(), 0.0))
+    text = (plan.prompts or prompt_text)(prompt, index)
     body = {"model": "fleet", "stream": True, "max_tokens": out, "ignore_eos": True,
-            "messages": [{"role": "user", "content": prompt_text(prompt, index)}]}
+            "messages": [{"role": "user", "content": text}]}
     progress.sent = time.monotonic()
     try:
         return await _stream(session, plan, index, body, progress, out)
@@ -219,7 +228,9 @@ async def _poll(session: aiohttp.ClientSession, plan: LoadPlan, start: float,
         if all(s is not None and s.kv_cache_usage is not None for s in signals):
             polls.append(Poll(now - start, [float(s.kv_cache_usage) for s in signals],
                               [s.running or 0 for s in signals],
-                              [s.waiting or 0 for s in signals]))
+                              [s.waiting or 0 for s in signals],
+                              tuple(s.prefix_cache_queries_total or 0 for s in signals),
+                              tuple(s.prefix_cache_hits_total or 0 for s in signals)))
         await asyncio.sleep(plan.poll_s)
 
 

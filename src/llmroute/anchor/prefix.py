@@ -7,7 +7,7 @@ it saves.
 Two indexes answer it:
 
 - the router-side ``PrefixIndex`` (``anchor/affinity.py``): what this router sent where,
-  learned from its own routing decisions (``record``), per backend capped at the engine's
+  learned from its own routing decisions (``dispatched``), per backend capped at the engine's
   cache size. Its estimate ``leading keys × block_tokens`` is scaled by the backend's
   *trust*: how much of what the index predicted the engine really found cached, read from
   the engine's own counters (``vllm:prefix_cache_hits_total`` over the tokens the index
@@ -90,24 +90,21 @@ class Affinity:
         decision; callers must not mutate it."""
         return memo_column(ctx, CACHED, candidates, self._column)
 
-    def uncached(self, request: ChatRequest, backend_id: str, tokens: int) -> int:
-        """``tokens`` (≥ 1) less what ``backend_id`` is expected to have cached of
-        ``request`` (the prefill it is sent), when pricing is on."""
-        if not self.pricing:
-            return tokens
-        cached = self._expected(request, backend_id, None)
-        return max(tokens - int(cached), 1)
-
-    def record(self, request: ChatRequest, backend_id: str) -> None:
-        """``backend_id`` served ``request``: it holds the prompt's blocks now. The tokens
-        the index expected it to have cached count towards its trust."""
+    def dispatched(self, request: ChatRequest, backend_id: str, tokens: int) -> int:
+        """``request`` is sent to ``backend_id``: it will hold the prompt's blocks (recorded
+        now, as GIE records its pick before the request goes out, so a conversation's next
+        turn follows it even while this one waits in the engine's queue). Returns the
+        prefill it is sent: ``tokens`` (≥ 1) less what the backend is expected to have
+        cached, when pricing is on (else ``tokens``). The tokens the index expected count
+        towards the backend's trust."""
+        expected = self._expected(request, backend_id, None) if self.pricing else 0.0
         keys = self.keys(request)
-        if not keys:
-            return
-        depth = self.index.matched(keys).get(backend_id, 0)
-        trust = self._trust.setdefault(backend_id, _Trust())
-        trust.predicted += depth * self.index.block_tokens
-        self.index.record(keys, backend_id)
+        if keys:
+            depth = self.index.matched(keys).get(backend_id, 0)
+            trust = self._trust.setdefault(backend_id, _Trust())
+            trust.predicted += depth * self.index.block_tokens
+            self.index.record(keys, backend_id)
+        return max(tokens - int(expected), 1)
 
     def trust(self, backend_id: str) -> float:
         """How much of the router-side estimate ``backend_id``'s engine confirms (0–1)."""

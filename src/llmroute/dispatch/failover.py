@@ -41,10 +41,12 @@ def blame_later(err: BackendError) -> bool:
 
 def pending_prefill(deps: Deps, request: ChatRequest, extra: int = 0
                     ) -> Callable[[str], int]:
-    """``backend_id -> prompt tokens (plus ``extra``) it must prefill``: the prompt less
-    what the backend is expected to hold in its prefix cache (``anchor/prefix.py``)."""
+    """``backend_id -> prompt tokens (plus ``extra``) it must prefill``, called as each
+    attempt begins: the prompt less what the backend is expected to hold in its prefix
+    cache; the prefix index learns that the backend holds the prompt now
+    (``anchor/prefix.py``: ``Affinity.dispatched``)."""
     tokens = request.prompt_tokens + extra
-    return lambda backend_id: deps.affinity.uncached(request, backend_id, tokens)
+    return lambda backend_id: deps.affinity.dispatched(request, backend_id, tokens)
 
 
 async def with_failover(deps: Deps, plan: RoutePlan, budget: Budget,

@@ -59,7 +59,6 @@ async def complete(deps: Deps, request: ChatRequest, plan: RoutePlan,
                                           call, request.prompt_tokens,
                                           pending_prefill(deps, request))
     attempt.succeed(output_tokens=_completion_tokens(answer))
-    deps.affinity.record(request, attempt.backend.id)
     if request.endpoint == "completions":
         answer = text_completion(answer)
     return attempt.backend, answer
@@ -84,7 +83,6 @@ async def open_stream(deps: Deps, request: ChatRequest, plan: RoutePlan,
     except BaseException:
         relay.stop_warm()
         raise
-    deps.affinity.record(request, attempt.backend.id)
     return attempt.backend, relay.stream()
 
 

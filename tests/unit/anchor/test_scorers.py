@@ -121,8 +121,8 @@ def test_health_scorer_follows_the_breaker():
 
 def test_prefix_affinity_prefers_the_backend_that_served_the_prefix():
     affinity = Affinity(PrefixIndex(block_tokens=2, max_blocks=4))  # keys of 6 characters
-    affinity.record(request("abcdefghijklXX", prompt_tokens=5), "b")
-    affinity.record(request("abcdefYYYYYY", prompt_tokens=4), "a")
+    affinity.dispatched(request("abcdefghijklXX", prompt_tokens=5), "b", 5)
+    affinity.dispatched(request("abcdefYYYYYY", prompt_tokens=4), "a", 4)
     scorer = PrefixAffinityScorer(affinity)
     asked = request("abcdefghijklZZZZZZ", prompt_tokens=6)
     assert scorer.score(context(req=asked), AB) == {"a": pytest.approx(2 / 6),
