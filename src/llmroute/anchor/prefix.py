@@ -71,6 +71,7 @@ class Affinity:
         self._keys: OrderedDict[tuple[str, int], tuple[int, ...]] = OrderedDict()
         self._fine: OrderedDict[tuple[str, int, int], tuple[int, ...]] = OrderedDict()
         self._trust: dict[str, _Trust] = {}
+        self._outbox: list[tuple[str, tuple[int, ...]]] | None = None
 
     def keys(self, request: ChatRequest) -> tuple[int, ...]:
         """The router-side keys of ``request``'s prompt (hashed once per request: kept by
@@ -104,7 +105,27 @@ class Affinity:
             trust = self._trust.setdefault(backend_id, _Trust())
             trust.predicted += depth * self.index.block_tokens
             self.index.record(keys, backend_id)
+            if self._outbox is not None and len(self._outbox) < MEMO * 16:
+                self._outbox.append((backend_id, keys))
         return max(tokens - int(expected), 1)
+
+    def share(self) -> None:
+        """Keep this router's records for ``take_records`` (a fleet shares them:
+        ``state/prefix.py``)."""
+        if self._outbox is None:
+            self._outbox = []
+
+    def take_records(self) -> list[tuple[str, tuple[int, ...]]]:
+        """``(backend_id, keys)`` of the requests sent since the last call (with ``share``
+        on; at most ``16 × MEMO`` are kept between calls)."""
+        if self._outbox is None:
+            return []
+        out, self._outbox = self._outbox, []
+        return out
+
+    def learn(self, backend_id: str, keys: Sequence[int]) -> None:
+        """Another router sent a prompt with these ``keys`` to ``backend_id``."""
+        self.index.record(keys, backend_id)
 
     def trust(self, backend_id: str) -> float:
         """How much of the router-side estimate ``backend_id``'s engine confirms (0–1)."""

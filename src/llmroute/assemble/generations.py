@@ -6,7 +6,8 @@ engines' KV-cache events (the backends with a ``kv_events`` endpoint).
 opens them for the new Runtime and retires the old one's once its requests have drained.
 With ``state: {kind: redis}`` a backend set also shares its router-side load with the other
 replicas (``state/load.py``; a draining set stops adding theirs, so its drain waits only on
-its own requests) and its engine polls (``state/polls.py``).
+its own requests), its engine polls (``state/polls.py``) and its prefix index
+(``state/prefix.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from llmroute.assemble.strategies import watch_strategies
 from llmroute.runtime import Runtime
 from llmroute.state.load import FleetLoad
 from llmroute.state.polls import SharedPolls
+from llmroute.state.prefix import FleetPrefix
 
 
 class Generations:
@@ -73,6 +75,13 @@ class Generations:
             await stack.enter_async_context(load.run())
             self.loads.append(load)
             stack.callback(self.loads.remove, load)
+        if state.share_prefix:
+            affinity = rt.dispatch.affinity
+            affinity.share()
+            await stack.enter_async_context(FleetPrefix(
+                affinity.take_records, affinity.learn, rt.backends, redis,
+                prefix=state.prefix, interval_s=state.prefix_interval_s,
+                timeout_s=bound).run())
 
     @staticmethod
     async def _subscribe(stack: contextlib.AsyncExitStack, rt: Runtime) -> None:

@@ -116,7 +116,9 @@ class StateConfig(Strict):
     until it answers. With ``kind: redis`` the replicas also share their router-side load
     (``share_load``: in-flight requests and pending prefill per backend, every
     ``load_interval_s`` seconds; ``state/load.py``) and poll each engine's ``/metrics`` once
-    for the fleet (``share_polls``; ``state/polls.py``)."""
+    for the fleet (``share_polls``; ``state/polls.py``) and share their prefix indexes
+    (``share_prefix``: what each replica sent where, every ``prefix_interval_s`` seconds;
+    ``state/prefix.py``)."""
 
     kind: Literal["memory", "redis"] = "memory"
     url: str | None = None
@@ -127,6 +129,8 @@ class StateConfig(Strict):
     share_load: bool = True
     load_interval_s: float = Field(0.05, gt=0, le=10)
     share_polls: bool = True
+    share_prefix: bool = True
+    prefix_interval_s: float = Field(0.1, gt=0, le=10)
 
     @field_validator("url")
     @classmethod
