@@ -5,9 +5,9 @@ pkg/kvcache/kvevents/pool.go``, ``kvblock/index.go``).
 
 Per backend: the engine's block hashes, its block size (from ``BlockStored``) and the
 sequence number of the last message applied. A message is applied only when it is the
-next one: a number at or below the last one is a duplicate (dropped), except 0, which a
-publisher sends first — a restarted engine, whose cache is empty: its blocks are
-forgotten; a jump forward means messages were lost, and since a lost ``BlockRemoved``
+next one: a number at or below the last one is a duplicate (dropped), except a 0 whose
+batch is stamped later than the last one applied — a restarted engine (a publisher counts
+from 0), whose cache is empty: its blocks are forgotten; a jump forward means messages were lost, and since a lost ``BlockRemoved``
 would leave blocks claimed that are gone, the backend's blocks are forgotten before the
 message is applied.
 Events for a backend the index was not built for are dropped (``unknown`` counts them).
@@ -35,11 +35,12 @@ CAPACITY = 262_144
 @dataclass
 class _Engine:
     """What one engine's events said: its ``blocks`` (oldest stored first), block size,
-    the last sequence number applied (None before the first)."""
+    the last sequence number applied (None before the first) and its batch's ``ts``."""
 
     blocks: OrderedDict[int, None] = field(default_factory=OrderedDict)
     block_size: int | None = None
     seq: int | None = None
+    ts: float = 0.0
 
 
 class KvEventIndex:
@@ -60,13 +61,14 @@ class KvEventIndex:
             return False
         last = engine.seq
         if last is not None and seq != last + 1:
-            if 0 < seq <= last:  # repeated or late: applied already
+            restart = seq == 0 and batch.ts > engine.ts
+            if seq <= last and not restart:  # repeated or late: applied already
                 self.duplicates += 1
                 return False
             self.gaps += seq > last
-            self.restarts += seq == 0
+            self.restarts += restart
             engine.blocks.clear()
-        engine.seq = seq
+        engine.seq, engine.ts = seq, batch.ts
         for event in batch.events:
             self._event(engine, event)
         return True
