@@ -1,7 +1,13 @@
 """Named anchor profiles: scorer weights and a picker, chosen by ``anchor.preset``.
 
 - ``default``: the ``ttft-headroom`` filter, then expected TTFT 0.1, KV cache 0.6, KV
-  balance 0.45, engine queue 0.15 and the router's in-flight count 0.15. Tuned with
+  balance 0.45, engine queue 0.15, the router's in-flight count 0.15 and prefix affinity
+  0.5. With ``prefix-affinity`` in the profile the filter and ``expected-ttft`` price only
+  the prompt a backend has not cached (``anchor/prefix.py``), so affinity never keeps a
+  request on a backend whose queue costs more than the prefill it saves; ``bench/prefix.py``
+  (Mooncake trace, 8 engines with prefix caches) measured it against least-in-flight, a
+  prefix-only policy and GIE's default weights (``docs/prefix.md``). On traffic without
+  shared prefixes it changes nothing (every backend's match is 0). Tuned with
   ``bench/schedule.py`` (8 heterogeneous emulated engines, Azure trace at 85 % load;
   ``--scorers`` overrides weights for such runs). The headroom filter keeps only backends
   predicted to give the first token within 3× (or 1 s of) the soonest, at least the 3
@@ -63,7 +69,8 @@ def presets() -> dict[str, Preset]:
     """Every built-in preset by name."""
     return {
         "default": Preset((("expected-ttft", 0.1), ("kv-cache", 0.6), ("kv-balance", 0.45),
-                           ("queue-depth", 0.15), ("in-flight", 0.15)), headroom=True),
+                           ("queue-depth", 0.15), ("in-flight", 0.15),
+                           ("prefix-affinity", 0.5)), headroom=True),
         "round-robin": Preset((), "round-robin"),
         "least-in-flight": Preset((("in-flight", 1.0),)),
         "seed-000": Preset((("free-vram", 0.4), ("gpu-util", 0.3), ("latency", 0.2),
