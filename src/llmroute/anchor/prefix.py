@@ -72,6 +72,7 @@ class Affinity:
         self._fine: OrderedDict[tuple[str, int, int], tuple[int, ...]] = OrderedDict()
         self._trust: dict[str, _Trust] = {}
         self._outbox: list[tuple[str, tuple[int, ...]]] | None = None
+        self._seen: dict[str, EngineSignals] = {}  # the poll observe last read, per backend
 
     def keys(self, request: ChatRequest) -> tuple[int, ...]:
         """The router-side keys of ``request``'s prompt (hashed once per request: kept by
@@ -174,15 +175,37 @@ class Affinity:
         return hashes
 
     def _column(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
-        keys = self.keys(ctx.request)
-        if not keys and self.events is None:
-            return [0.0] * len(candidates)
-        rows = engine_rows(ctx, candidates)
-        for b, e in zip(candidates, rows):
-            self.observe(b.id, e)
+        """Expected cached tokens per candidate; a backend's signals are read (``observe``)
+        when they are a new poll, and only the backends the indexes match cost a call."""
+        request, n = ctx.request, len(candidates)
+        keys = self.keys(request)
         depth = self.index.matched(keys) if keys else {}
-        return [self._expected(ctx.request, b.id, depth, e is not None)
-                for b, e in zip(candidates, rows)]
+        if self.events is not None:  # every backend may hold blocks: read every new poll
+            rows = engine_rows(ctx, candidates)
+            for b, e in zip(candidates, rows):
+                self._read_poll(b.id, e)
+            depth = self.index.matched(keys) if keys else {}  # a restart may have emptied one
+            return [self._expected(request, b.id, depth, e is not None)
+                    for b, e in zip(candidates, rows)]
+        out = [0.0] * n
+        if not depth:
+            return out
+        where = {b.id: i for i, b in enumerate(candidates)}
+        engines = ctx.snapshot.engines
+        for backend_id in list(depth):  # only a matched backend's poll can change its part
+            self._read_poll(backend_id, engines.get(backend_id))
+        depth = self.index.matched(keys)
+        for backend_id in depth:
+            i = where.get(backend_id)
+            if i is not None:
+                out[i] = self._expected(request, backend_id, depth)
+        return out
+
+    def _read_poll(self, backend_id: str, signals: EngineSignals | None) -> None:
+        """``observe`` a poll the first time it is seen."""
+        if signals is not None and self._seen.get(backend_id) is not signals:
+            self._seen[backend_id] = signals
+            self.observe(backend_id, signals)
 
     def _expected(self, request: ChatRequest, backend_id: str,
                   depth: dict[str, int] | None, fresh: bool = True) -> float:

@@ -61,24 +61,25 @@ def _predict(ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
 
 def _predict_uncached(ctx: AnchorContext, candidates: Sequence[Backend],
                       affinity: Affinity) -> list[float]:
-    """``_predict`` with each candidate's own prompt: the tokens it has not cached."""
-    prompt = max(ctx.request.prompt_tokens, 1)
+    """``_predict``, less for each candidate the prefill of the tokens it is expected to
+    hold (``overhead + (pending + max(prompt − cached, 1)) × rate``)."""
     cached = affinity.cached_tokens(ctx, candidates)
+    times = _predict(ctx, candidates)
+    if not any(cached) or times[0] != times[0]:  # nothing cached, or no model at all
+        return times
+    prompt = max(ctx.request.prompt_tokens, 1)
     stats = stats_rows(ctx, candidates)
-    known = [s.prefill_ms_per_token for s in stats if s is not None
-             and s.prefill_ms_per_token is not None]
-    if not known:
-        return [NAN] * len(stats)
+    known = [s.prefill_ms_per_token for s in stats
+             if s is not None and s.prefill_ms_per_token is not None]
     fastest = min(known)
-    out = []
-    for s, c in zip(stats, cached):
-        own = max(prompt - int(c), 1)
-        rate = s.prefill_ms_per_token if s is not None else None
-        if rate is None:
-            out.append(_unknown(s, own) * fastest)
-        else:
-            out.append((s.prefill_overhead_ms or 0.0) + (s.prefill_tokens + own) * rate)
-    return out
+    times = list(times)  # the memoised plain column is not ours to change
+    for i, c in enumerate(cached):
+        if c:
+            s = stats[i]
+            rate = s.prefill_ms_per_token if s is not None else None
+            times[i] -= (prompt - max(prompt - int(c), 1)) * (rate if rate is not None
+                                                              else fastest)
+    return times
 
 
 class ExpectedTtftScorer(ColumnScorer):
