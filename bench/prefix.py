@@ -38,7 +38,6 @@ failures. A plot of TTFT over time per policy goes to ``bench/results/prefix.png
 from __future__ import annotations
 
 import argparse
-import asyncio
 import collections
 import math
 import statistics
@@ -53,12 +52,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mooncake import TRACE, Prompts, Row, ideal_hit_rate, load, sample  # noqa: E402
-from schedule import Plan, Run, pct, run_fleet  # noqa: E402
+from schedule import Plan, Run, pct, run_fleet, run_main  # noqa: E402
 
 from llmroute.config import Config  # noqa: E402
 from llmroute.emulator.capacity import saturation_throughput  # noqa: E402
 from llmroute.emulator.spec import EngineSpec  # noqa: E402
-from llmroute.observe.logging import configure_logging  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ENGINE = ("a100-80g", "8b", 1)
@@ -261,13 +259,8 @@ def main() -> int:
     p.add_argument("--scorers", type=orjson.loads, default=None,
                    help="weights over the llmroute policies' scorers, JSON; for tuning")
     args = p.parse_args()
-    if not (args.trace / "conversation_trace.jsonl").is_file():
-        print(f"prefix: the trace is not at {args.trace}; skipped")
-        return 0
-    configure_logging("error")
-    res = asyncio.run(main_async(args))
-    print("RESULT " + orjson.dumps(res).decode())
-    return 0
+    return run_main("prefix", args, (args.trace / "conversation_trace.jsonl").is_file(),
+                    main_async)
 
 
 if __name__ == "__main__":

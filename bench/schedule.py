@@ -348,8 +348,15 @@ def main() -> int:
                    help='other anchor settings for the default policy, JSON, e.g. '
                    '\'{"ttft_headroom_factor": 3}\'; for tuning')
     args = p.parse_args()
-    if not args.trace.is_dir():
-        print(f"schedule: the trace is not at {args.trace}; skipped")
+    return run_main("schedule", args, args.trace.is_dir(), main_async)
+
+
+def run_main(name: str, args: argparse.Namespace, present: bool,
+             main_async: Callable[[argparse.Namespace], Any]) -> int:
+    """Run ``main_async(args)`` and print its RESULT line; skip (exit 0) when the trace is
+    not ``present``."""
+    if not present:
+        print(f"{name}: the trace is not at {args.trace}; skipped")
         return 0
     configure_logging("error")
     res = asyncio.run(main_async(args))

@@ -168,3 +168,13 @@ def _unmetered(charges: Charges) -> tuple[float, ...]:
     each limit remains."""
     return tuple([x for limit, _ in charges
                   for x in (limit.capacity if isinstance(limit, Bucket) else limit.limit, 0.0)])
+
+
+async def repeat(step: Callable[[], Awaitable[None]], interval_s: float) -> None:
+    """``await step()`` every ``interval_s`` seconds until cancelled (a fleet's exchange
+    loop: ``state/load.py``, ``state/prefix.py``); a cancellation ``step`` swallowed still
+    stops the loop (``stop_if_cancelled``)."""
+    while True:
+        await step()
+        stop_if_cancelled()
+        await asyncio.sleep(interval_s)

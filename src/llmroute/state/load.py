@@ -33,7 +33,7 @@ import redis.asyncio as aioredis
 import structlog
 from redis.exceptions import RedisError
 
-from llmroute.state.guard import stop_if_cancelled
+from llmroute.state.guard import repeat, stop_if_cancelled
 
 Load = dict[str, tuple[int, int]]
 """``{backend_id: (in_flight, prefill_tokens)}``."""
@@ -72,7 +72,7 @@ class FleetLoad:
     async def run(self) -> AsyncIterator[None]:
         """Share every ``interval_s`` while the block runs; then stop and delete this
         replica's field (best effort)."""
-        task = asyncio.create_task(self._loop())
+        task = asyncio.create_task(repeat(self.exchange, self._interval))
         try:
             yield
         finally:
@@ -87,12 +87,6 @@ class FleetLoad:
         self.following = on
         if not on:
             self._stats.set_remote({})
-
-    async def _loop(self) -> None:
-        while True:
-            await self.exchange()
-            stop_if_cancelled()
-            await asyncio.sleep(self._interval)
 
     async def exchange(self) -> None:
         """One round trip: write this replica's counts, read the others'."""

@@ -32,7 +32,7 @@ import redis.asyncio as aioredis
 import structlog
 from redis.exceptions import RedisError
 
-from llmroute.state.guard import stop_if_cancelled
+from llmroute.state.guard import repeat, stop_if_cancelled
 
 Record = tuple[str, Sequence[int]]
 """``(backend_id, prompt keys)``: one routing decision."""
@@ -60,18 +60,12 @@ class FleetPrefix:
     @contextlib.asynccontextmanager
     async def run(self) -> AsyncIterator[FleetPrefix]:
         """Exchange every ``interval_s`` while the block runs."""
-        task = asyncio.create_task(self._loop())
+        task = asyncio.create_task(repeat(self.exchange, self._interval))
         try:
             yield self
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-
-    async def _loop(self) -> None:
-        while True:
-            await self.exchange()
-            stop_if_cancelled()
-            await asyncio.sleep(self._interval)
 
     async def exchange(self) -> None:
         """One round trip: publish this replica's new records, read the others'."""
