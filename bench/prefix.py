@@ -64,13 +64,15 @@ ENGINES = 8
 MAX_TOKENS = 32768
 AFFINITY = 0.5
 """The ``prefix-affinity`` weight of llmroute's ``default`` preset (``anchor/presets.py``)."""
+UNPRICED = {"events": False, "priced": False}
+"""The baselines' prefix scorer: the router-side index, affinity alone (as GIE's)."""
 POLICIES: dict[str, dict[str, Any]] = {
     "round-robin": {"preset": "round-robin"},
     "least-in-flight": {"preset": "least-in-flight"},
     "prefix-only": {"preset": "least-in-flight", "scorers": {
-        "in-flight": 0.001, "prefix-affinity": {"weight": 1.0, "params": {"events": False}}}},
+        "in-flight": 0.001, "prefix-affinity": {"weight": 1.0, "params": UNPRICED}}},
     "gie-style": {"preset": "least-in-flight", "scorers": {
-        "in-flight": 0, "prefix-affinity": {"weight": 3.0, "params": {"events": False}},
+        "in-flight": 0, "prefix-affinity": {"weight": 3.0, "params": UNPRICED},
         "queue-depth": 2.0, "kv-cache": 2.0}},
     "llmroute": {"preset": "default", "scorers": {
         "prefix-affinity": {"weight": AFFINITY, "params": {"events": False}}}},

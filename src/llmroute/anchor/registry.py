@@ -120,7 +120,7 @@ def register_builtins(registry: Registry | None = None) -> Registry:
         "in-flight": lambda p, s: InFlightScorer(), "latency": lambda p, s: LatencyScorer(),
         "error-rate": lambda p, s: ErrorRateScorer(),
         "throughput": lambda p, s: ThroughputScorer(), "health": lambda p, s: HealthScorer(),
-        "prefix-affinity": lambda p, s: PrefixAffinityScorer(s.affinity),
+        "prefix-affinity": lambda p, s: PrefixAffinityScorer(s.affinity, p.priced),
         "intent-fit": lambda p, s: IntentFitScorer(s.pools),
         "expected-ttft": lambda p, s: ExpectedTtftScorer(s.affinity),
         "kv-balance": lambda p, s: KvBalanceScorer(),

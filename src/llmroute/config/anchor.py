@@ -62,12 +62,15 @@ class PrefixAffinityParams(Strict):
     (``anchor/affinity.py``): keys of ``block_tokens`` tokens (a multiple of the engines'
     block size; 3 characters a token), at most ``max_blocks`` per prompt and ``capacity``
     per backend (the index's memory bound); ``events``: read the KV-cache events of the
-    backends that publish them (``kv_events``)."""
+    backends that publish them (``kv_events``); ``priced``: no credit for a backend whose
+    predicted TTFT, priced on its uncached prompt, is over 1.1 × the soonest
+    (``anchor/scorers/prefix_affinity.py``; false: affinity alone, as GIE's scorer)."""
 
     block_tokens: int = Field(256, ge=1)
     max_blocks: int = Field(512, ge=1)
     capacity: int = Field(16384, ge=1)
     events: bool = True
+    priced: bool = True
 
 
 class SoftmaxParams(Strict):

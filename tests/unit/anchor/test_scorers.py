@@ -149,3 +149,22 @@ def test_intent_fit_scores_by_pool():
     scorer = IntentFitScorer({"code": PoolFit(("code",)), "chat": PoolFit(("chat",))})
     cands = backends("a", pool="code") + backends("b", pool="chat") + backends("c", pool="x")
     assert scorer.score(context(intent=Intent("code", 1.0)), cands) == {"a": 1.0, "b": 0.0}
+
+
+@pytest.mark.parametrize("pending_a,credited", [(0, True), (100, True), (2_000, False)],
+                         ids=["idle-holder", "short-queue", "queue-costs-more-than-the-hit"])
+def test_prefix_affinity_never_credits_a_hit_its_queue_outweighs(pending_a, credited):
+    affinity = Affinity(PrefixIndex(block_tokens=100, max_blocks=16))
+    affinity.pricing = True
+    text = "q" * 3000  # 1000 tokens, ten keys of 100
+    affinity.dispatched(request(text, prompt_tokens=1000), "a", 1000)
+    stats = {b: BackendStats(b, prefill_tokens=p, prefill_ms_per_token=1.0,
+                             prefill_overhead_ms=0.0)
+             for b, p in (("a", pending_a), ("b", 0))}
+    # a holds 999 of 1000 tokens: predicted 1 + pending ms; b predicted 1000 ms
+    scored = PrefixAffinityScorer(affinity).score(
+        context(stats, req=request(text, prompt_tokens=1000)), AB)
+    assert scored == {"a": pytest.approx(0.999) if credited else 0.0, "b": 0.0}
+    unpriced = PrefixAffinityScorer(affinity, priced=False).score(
+        context(stats, req=request(text, prompt_tokens=1000)), AB)
+    assert unpriced["a"] == pytest.approx(0.999)
