@@ -5,7 +5,7 @@ The trace (``bench/lib/mooncake.py``): real Kimi conversation requests whose 512
 prompt blocks carry hash ids; each id becomes a fixed text block, so requests share exactly
 the prefixes the trace says they share. Whole conversations are sampled; requests longer
 than the engines' context (32,768 tokens; about 7 % of the trace) are left out. The
-arrival times are compressed so the offered load is ``--load`` (default 0.85) of the fleet's
+arrival times are compressed so the offered load is ``--load`` (default 1.0) of the fleet's
 capacity *without* prefix reuse (``emulator.capacity`` on the same request mix): a policy
 that reuses cached prefixes leaves its engines less loaded than that.
 
@@ -54,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mooncake import TRACE, Prompts, Row, ideal_hit_rate, load, sample  # noqa: E402
 from schedule import Plan, Run, pct, run_fleet, run_main  # noqa: E402
 
+from llmroute.anchor.affinity import PrefixIndex  # noqa: E402
 from llmroute.config import Config  # noqa: E402
 from llmroute.emulator.capacity import saturation_throughput  # noqa: E402
 from llmroute.emulator.spec import EngineSpec  # noqa: E402
@@ -130,6 +131,34 @@ def throughput(run: Run, plan: Plan) -> tuple[float, float]:
     return len(done) / end, tokens / end
 
 
+def index_accuracy(run: Run, kept: list[Row], prompts: Prompts) -> tuple[float, float]:
+    """The router-side index against the trace's true sharing, replayed on this run's
+    routing (each request recorded on the backend that served it, in send order): ``(Σ
+    tokens the index matched on that backend / Σ tokens truly shared with what that backend
+    was sent before, share of requests where the two agree within one key)``. Neither
+    counts evictions: the engines' own hit rate shows those."""
+    index = PrefixIndex(capacity=1 << 20)
+    sent: dict[str, set[tuple[int, ...]]] = collections.defaultdict(set)
+    matched = true = agree = n = 0
+    for o in sorted(run.outcomes, key=lambda o: o.index):
+        if not o.backend:
+            continue
+        row = kept[o.index]
+        keys = index.keys(prompts(row.input_tokens, o.index))
+        limit = row.input_tokens - 1
+        got = min(index.matched(keys).get(o.backend, 0) * index.block_tokens, limit)
+        held = sent[o.backend]
+        blocks = 0
+        while blocks < len(row.hash_ids) and row.hash_ids[:blocks + 1] in held:
+            blocks += 1
+        shared = min(blocks * 512, limit)
+        matched, true, n = matched + got, true + shared, n + 1
+        agree += abs(got - shared) <= index.block_tokens
+        index.record(keys, o.backend)
+        held.update(row.hash_ids[:i + 1] for i in range(len(row.hash_ids)))
+    return matched / max(true, 1), agree / max(n, 1)
+
+
 def table(runs: list[Run], plan: Plan) -> str:
     """The human-readable comparison."""
     head = (f"{'policy':<17}{'n':>5}{'TTFT p50 s':>11}{'TTFT p95 s':>11}{'req/s':>7}"
@@ -184,8 +213,9 @@ def plot(runs: list[Run], plan: Plan, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def result(runs: list[Run], plan: Plan) -> dict[str, Any]:
-    """The RESULT figures: llmroute's ratios against the baselines of the same run."""
+def result(runs: list[Run], plan: Plan, kept: list[Row], prompts: Prompts) -> dict[str, Any]:
+    """The RESULT figures: llmroute's ratios against the baselines of the same run, and the
+    router-side index against the true sharing (``index_accuracy``) on llmroute's routing."""
     by = {r.policy: r for r in runs}
     p95 = {k: pct(r.ttft(), 0.95) for k, r in by.items()}
     hits = {k: hit_rate(r) for k, r in by.items()}
@@ -196,6 +226,7 @@ def result(runs: list[Run], plan: Plan) -> dict[str, Any]:
         return round(table[mine] / table[base], 4)
 
     own = by.get("llmroute")
+    accuracy = index_accuracy(own, kept, prompts) if own is not None else (None, None)
     return {
         "p95_ttft_ratio_vs_least_inflight": ratio(p95, "llmroute", "least-in-flight"),
         "p95_ttft_ratio_vs_prefix_only": ratio(p95, "llmroute", "prefix-only"),
@@ -203,6 +234,8 @@ def result(runs: list[Run], plan: Plan) -> dict[str, Any]:
         "p95_ttft_ratio_vs_round_robin": ratio(p95, "llmroute", "round-robin"),
         "hit_rate_ratio_vs_prefix_only": ratio(hits, "llmroute", "prefix-only"),
         "failure_rate": None if own is None else round(own.failure_rate(), 5),
+        "index_matched_vs_true_shared": None if accuracy[0] is None else round(accuracy[0], 4),
+        "index_agrees_within_one_key": None if accuracy[1] is None else round(accuracy[1], 4),
         "events_p95_ttft_ratio_vs_router_index": ratio(p95, "llmroute-events", "llmroute"),
         "events_hit_rate_ratio_vs_router_index": ratio(hits, "llmroute-events", "llmroute"),
         "p50_ttft_s": {k: round(pct(r.ttft(), 0.5), 4) for k, r in by.items()},
@@ -217,7 +250,7 @@ def result(runs: list[Run], plan: Plan) -> dict[str, Any]:
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     """Plan, run every policy, print the tables, save the plot; returns the RESULT."""
     rows = load(args.trace)
-    n = args.requests or (240 if args.quick else 1200)
+    n = args.requests or (120 if args.quick else 800)
     plan, kept = make_plan(rows, n, args.wall_rps, args.load, args.deadline, args.seed)
     prompts = Prompts([r.hash_ids for r in kept])
     print(f"{len(kept)} requests (whole conversations, ≤ {MAX_TOKENS} tokens), mean prompt "
@@ -242,16 +275,16 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         print(f"{r.policy} failures: {dict(why.most_common(4)) or 'none'}")
     plot(runs, plan, RESULTS / "prefix.png")
     print(f"plot: {RESULTS / 'prefix.png'}")
-    return result(runs, plan)
+    return result(runs, plan, kept, prompts)
 
 
 def main() -> int:
     """Command line entry; returns the exit code."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="fewer requests (< 3 min on 2 cores)")
-    p.add_argument("--requests", type=int, help="requests per policy (default 240 / 1200)")
-    p.add_argument("--wall-rps", type=float, default=8.0, help="requests per wall second")
-    p.add_argument("--load", type=float, default=0.85,
+    p.add_argument("--requests", type=int, help="requests per policy (default 120 / 800)")
+    p.add_argument("--wall-rps", type=float, default=6.0, help="requests per wall second")
+    p.add_argument("--load", type=float, default=1.0,
                    help="offered load, fraction of the capacity without prefix reuse")
     p.add_argument("--deadline", type=float, default=30.0,
                    help="TTFT after which the client gives up (model seconds)")
