@@ -123,10 +123,13 @@ def test_prefix_affinity_prefers_the_backend_that_served_the_prefix():
     affinity = Affinity(PrefixIndex(block_tokens=2, max_blocks=4))  # keys of 6 characters
     affinity.dispatched(request("abcdefghijklXX", prompt_tokens=5), "b", 5)
     affinity.dispatched(request("abcdefYYYYYY", prompt_tokens=4), "a", 4)
-    scorer = PrefixAffinityScorer(affinity)
+    scorer = PrefixAffinityScorer(affinity, priced=False)
     asked = request("abcdefghijklZZZZZZ", prompt_tokens=6)
     assert scorer.score(context(req=asked), AB) == {"a": pytest.approx(2 / 6),
                                                     "b": pytest.approx(4 / 6)}
+    # priced, before any TTFT model: a has 4 tokens to prefill against b's 2, no credit
+    assert PrefixAffinityScorer(affinity).score(context(req=asked), AB) == {
+        "a": 0.0, "b": pytest.approx(4 / 6)}
     assert scorer.score(context(req=request("abc", prompt_tokens=1)), AB) == {}
     affinity.forget("b")
     assert scorer.score(context(req=asked), AB) == {"a": pytest.approx(2 / 6), "b": 0.0}

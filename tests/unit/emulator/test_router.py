@@ -70,3 +70,32 @@ async def test_both_engines_serve_under_concurrent_load(router: str) -> None:
 
         used = await asyncio.gather(*(one() for _ in range(12)))
     assert set(used) == {"emu-0", "emu-1"}
+
+
+async def test_a_repeated_prefix_follows_its_holder_and_debug_backends_shows_the_hits() -> None:
+    async with serve_engines(SPECS) as served:
+        backends = [{"id": f"emu-{i}", "pool": "gpu", "engine": "emulator",
+                     "base_url": s.base_url, "model": s.spec.model_name,
+                     "context_length": s.engine.scheduler.config.max_model_len}
+                    for i, s in enumerate(served)]
+        config = Config.model_validate({
+            "pools": {"gpu": {}}, "backends": backends, "routing": {"default_pool": "gpu"},
+            "gate": {"kind": "rules"}, "anchor": {"preset": "least-in-flight", "scorers": {
+                "in-flight": 0.01, "prefix-affinity": 1.0}}})
+        async with (open_runtime(config) as rt,
+                    serve_in_background(create_app(config, runtime=rt)) as url,
+                    httpx.AsyncClient(base_url=url, timeout=30) as client):
+            shared = "".join(f"{i:047d}|" for i in range(64))  # 1,024 tokens
+            used = []
+            for tail in ("first question", "second question"):
+                resp = await client.post("/v1/chat/completions", json={
+                    "model": "gpu", "max_tokens": 2,
+                    "messages": [{"role": "user", "content": shared + tail}]})
+                used.append(resp.headers["x-llmroute-backend"])
+            await asyncio.sleep(0.6)  # a poll of each engine's /metrics
+            report = (await client.get("/debug/backends")).json()
+    assert used[0] == used[1]
+    signals = {b["id"]: b["signals"] for b in report["backends"]}[used[0]]
+    assert signals["prefix_cache_hits_total"]["value"] >= 1008  # 63 blocks of 16 tokens
+    assert signals["prefix_cache_queries_total"]["value"] > signals[
+        "prefix_cache_hits_total"]["value"]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from llmroute.anchor.prefix import Affinity
 from llmroute.anchor.protocol import AnchorContext
-from llmroute.anchor.scorers.base import NAN, ColumnScorer
+from llmroute.anchor.scorers.base import NAN, ColumnScorer, stats_rows
 from llmroute.anchor.scorers.expected_ttft import predicted_ttfts
 from llmroute.types import Backend
 
@@ -25,8 +25,9 @@ class PrefixAffinityScorer(ColumnScorer):
     tokens it has *not* cached (``expected_ttft.predicted_ttfts``) — is more than
     ``MARGIN`` × the soonest candidate's gets no credit. Its hit saves less than its queue
     costs, so the hit must not pull the request there: a cache hit never outweighs a queue
-    that costs more than the prefill it saves (up to the margin). Without a TTFT model yet,
-    nothing is withheld. Missing for every backend when the prompt is shorter than one
+    that costs more than the prefill it saves (up to the margin). Before any backend has a
+    TTFT model, the uncached prompt tokens queued on each stand in for its TTFT (a burst of
+    one new prefix spreads instead of piling onto its first holder). Missing for every backend when the prompt is shorter than one
     block and no engine publishes events."""
 
     name = "prefix-affinity"
@@ -46,8 +47,17 @@ class PrefixAffinityScorer(ColumnScorer):
         if not self._priced or not any(shares):
             return shares
         times = predicted_ttfts(ctx, candidates, self._affinity)
-        soonest = min(times)
-        if soonest != soonest:  # no TTFT model yet
-            return shares
-        limit = MARGIN * soonest
+        if min(times) != min(times):  # no TTFT model yet: compare the prefill queued
+            times = _tokens_ahead(ctx, candidates, cached)
+        limit = MARGIN * min(times)
         return [x if t <= limit else 0.0 for x, t in zip(shares, times)]
+
+
+def _tokens_ahead(ctx: AnchorContext, candidates: Sequence[Backend],
+                  cached: list[float]) -> list[float]:
+    """Uncached prompt tokens each candidate must prefill before this request's first token
+    (its pending prefill plus this prompt's uncached part): the TTFT ranking of alike
+    engines before any has a TTFT model."""
+    prompt = ctx.request.prompt_tokens
+    return [(s.prefill_tokens if s is not None else 0) + max(prompt - c, 1)
+            for s, c in zip(stats_rows(ctx, candidates), cached)]
