@@ -67,18 +67,23 @@ AFFINITY = 0.5
 """The ``prefix-affinity`` weight of llmroute's ``default`` preset (``anchor/presets.py``)."""
 UNPRICED = {"events": False, "priced": False}
 """The baselines' prefix scorer: the router-side index, affinity alone (as GIE's)."""
-POLICIES: dict[str, dict[str, Any]] = {
-    "round-robin": {"preset": "round-robin"},
-    "least-in-flight": {"preset": "least-in-flight"},
-    "prefix-only": {"preset": "least-in-flight", "scorers": {
-        "in-flight": 0.001, "prefix-affinity": {"weight": 1.0, "params": UNPRICED}}},
-    "gie-style": {"preset": "least-in-flight", "scorers": {
-        "in-flight": 0, "prefix-affinity": {"weight": 3.0, "params": UNPRICED},
-        "queue-depth": 2.0, "kv-cache": 2.0}},
-    "llmroute": {"preset": "default", "scorers": {
-        "prefix-affinity": {"weight": AFFINITY, "params": {"events": False}}}},
-    "llmroute-events": {"preset": "default", "scorers": {"prefix-affinity": AFFINITY}},
-}
+
+
+def policies(affinity: float = AFFINITY) -> dict[str, dict[str, Any]]:
+    """Each policy's ``anchor:`` config; ``affinity`` is llmroute's ``prefix-affinity``
+    weight (the default preset's, unless tuning)."""
+    return {
+        "round-robin": {"preset": "round-robin"},
+        "least-in-flight": {"preset": "least-in-flight"},
+        "prefix-only": {"preset": "least-in-flight", "scorers": {
+            "in-flight": 0.001, "prefix-affinity": {"weight": 1.0, "params": UNPRICED}}},
+        "gie-style": {"preset": "least-in-flight", "scorers": {
+            "in-flight": 0, "prefix-affinity": {"weight": 3.0, "params": UNPRICED},
+            "queue-depth": 2.0, "kv-cache": 2.0}},
+        "llmroute": {"preset": "default", "scorers": {
+            "prefix-affinity": {"weight": affinity, "params": {"events": False}}}},
+        "llmroute-events": {"preset": "default", "scorers": {"prefix-affinity": affinity}},
+    }
 
 
 def make_plan(rows: list[Row], n: int, wall_rps: float, load: float, deadline_s: float,
@@ -259,8 +264,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
           f"reuse {plan.capacity_rps:.2f} req/s, offered {plan.offered_rps:.2f} = "
           f"{args.load:.0%}; time scale {plan.time_scale:.2f} wall s per model s", flush=True)
     runs = []
+    table_ = policies(args.affinity)
     for name in args.policies:
-        anchor = POLICIES[name]
+        anchor = table_[name]
         if name.startswith("llmroute") and args.scorers:
             anchor = {**anchor, "scorers": {**anchor.get("scorers", {}), **args.scorers}}
         t0 = time.monotonic()
@@ -290,7 +296,9 @@ def main() -> int:
                    help="TTFT after which the client gives up (model seconds)")
     p.add_argument("--trace", type=Path, default=TRACE)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--policies", nargs="+", default=list(POLICIES), choices=list(POLICIES))
+    p.add_argument("--policies", nargs="+", default=list(policies()), choices=list(policies()))
+    p.add_argument("--affinity", type=float, default=AFFINITY,
+                   help="llmroute's prefix-affinity weight; for tuning")
     p.add_argument("--scorers", type=orjson.loads, default=None,
                    help="weights over the llmroute policies' scorers, JSON; for tuning")
     args = p.parse_args()

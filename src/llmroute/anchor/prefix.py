@@ -16,7 +16,10 @@ Two indexes answer it:
   drives its trust, and with it the affinity, towards 0.
 - the precise ``KvEventIndex`` (``anchor/kv_index.py``), where the backend publishes
   vLLM's KV-cache events: its own blocks, matched at its own block size; used instead of
-  the router's guess while its stream is live and its signals fresh.
+  the router's guess while its stream is live and its signals fresh — or with the guess,
+  when that is larger: a block is stored only once its prefill ran, so the events cannot
+  show the prefix of a request still queued there, which the router's own records do
+  (the next turn of a conversation follows its previous one before that one is served).
 
 Faults: an engine whose prefix-cache query counter goes backwards restarted (its cache is
 empty): both indexes forget it at the next decision that sees the poll — a stale claim
@@ -209,20 +212,20 @@ class Affinity:
 
     def _expected(self, request: ChatRequest, backend_id: str,
                   depth: dict[str, int] | None, fresh: bool = True) -> float:
-        """Expected cached tokens of ``request`` on ``backend_id``: the engine's own blocks
-        when its events are live and its signals ``fresh``, else the router-side depth
-        (``depth``: from ``matched``, None to look it up) × block size × trust."""
+        """Expected cached tokens of ``request`` on ``backend_id``: the router-side depth
+        (``depth``: from ``matched``, None to look it up) × block size × trust, or the
+        engine's own blocks when its events are live, its signals ``fresh`` and they show
+        more."""
         limit = max(request.prompt_tokens - 1, 0)
-        events = self.events
-        if events is not None and fresh and events.live(backend_id):
-            size = events.block_size(backend_id)
-            if size:
-                hashes = self._engine_keys(request, size)
-                return float(min(events.matched(backend_id, hashes) * size, limit))
         if depth is None:
             keys = self.keys(request)
             depth = self.index.matched(keys) if keys else {}
         blocks = depth.get(backend_id, 0)
-        if not blocks:
-            return 0.0
-        return min(blocks * self.index.block_tokens * self.trust(backend_id), limit)
+        guess = blocks * self.index.block_tokens * self.trust(backend_id) if blocks else 0.0
+        events = self.events
+        if events is not None and fresh and events.live(backend_id):
+            size = events.block_size(backend_id)
+            if size:
+                held = events.matched(backend_id, self._engine_keys(request, size)) * size
+                return float(min(max(held, guess), limit))
+        return min(guess, limit)
