@@ -32,6 +32,11 @@ persistence) serves every store. Measured in one run:
 * ``workers_2_cpu_efficiency`` (target ≥ 0.85): requests served per second of router CPU
   with ``serve --workers 2`` on Redis state against one process on in-process state, with
   raw throughput beside it (``bench/lib/workers_cpu.py``).
+* ``prefix_share_round_trips_per_request`` (target ≤ 1): three replicas share their prefix
+  indexes (``state/prefix.py``) while 100 requests a second are dispatched over them; Redis
+  round trips (one per exchange, every 100 ms per replica; none on the request path) and
+  commands per request, and the share of the records every replica has learned
+  (``bench/lib/prefix_share.py``).
 * ``redis_outage_failed_requests`` (target 0) beside ``redis_outage_requests``: two real
   replicas on Redis state under a closed-loop load; Redis is killed (SIGKILL) mid-load and
   started again on its port after 1 s; every request that did not answer 200 over the whole
@@ -62,6 +67,7 @@ sys.path.insert(0, str(ROOT))
 import redis.asyncio as aioredis  # noqa: E402
 from redis.utils import HIREDIS_AVAILABLE  # noqa: E402
 from fakes.redis import MISSING, RedisServer, find_redis_server  # noqa: E402
+from prefix_share import prefix_sharing  # noqa: E402
 from redis_outage import redis_outage  # noqa: E402
 from workers_cpu import workers_cpu_efficiency  # noqa: E402
 
@@ -260,6 +266,8 @@ async def run(server: RedisServer, quick: bool) -> dict[str, object]:
     print(f"workers: {workers}")
     polls = {str(n): await polls_per_interval(url, n, 2.0 if quick else 5.0) for n in (1, 3)}
     print(f"engine polls per 50 ms interval: {polls} (independent polling: N per interval)")
+    shared = await prefix_sharing(url, 3, 100.0, 2.0 if quick else 6.0, commands)
+    print(f"shared prefix index, 3 replicas at 100 requests/s: {shared}")
     killed = await asyncio.to_thread(outage, server, quick)  # last: it loses Redis's data
     return {"redis_added_p50_ms": round(through_redis - memory, 4),
             "limiter_cpu_us_per_request": cpu,
@@ -270,7 +278,7 @@ async def run(server: RedisServer, quick: bool) -> dict[str, object]:
             "breaker_propagation_ms_p95": round(p95, 3),
             "check_p50_ms_memory": round(memory, 4), "check_p50_ms_redis": round(through_redis, 4),
             "fleet_rpm_overshoot_max": max(r["overshoot_max"] for r in per_n.values()),
-            "fleet": {str(k): v for k, v in per_n.items()}, **killed}
+            "fleet": {str(k): v for k, v in per_n.items()}, **shared, **killed}
 
 
 def main() -> int:

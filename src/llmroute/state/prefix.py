@@ -55,6 +55,7 @@ class FleetPrefix:
         self._last = "0-0"
         self.replica = secrets.token_hex(6)
         self.up, self.outages, self.applied, self.ignored = True, 0, 0, 0
+        self.exchanges = 0
         self._log = structlog.get_logger("llmroute.fleet")
 
     @contextlib.asynccontextmanager
@@ -71,6 +72,7 @@ class FleetPrefix:
         """One round trip: publish this replica's new records, read the others'."""
         self._outbox.extend(self._take())
         sending = list(self._outbox)
+        self.exchanges += 1
         try:
             async with asyncio.timeout(self._timeout):
                 pipe = self._redis.pipeline(transaction=False)
