@@ -52,7 +52,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mooncake import TRACE, Prompts, Row, ideal_hit_rate, load, sample  # noqa: E402
-from schedule import Plan, Run, pct, run_fleet, run_main  # noqa: E402
+from schedule import (  # noqa: E402
+    Plan,
+    Run,
+    pct,
+    replay_args,
+    report_failures,
+    run_fleet,
+    run_main,
+)
 
 from llmroute.anchor.affinity import PrefixIndex  # noqa: E402
 from llmroute.config import Config  # noqa: E402
@@ -275,27 +283,17 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         print(f"  {name}: {time.monotonic() - t0:.0f} s wall", flush=True)
     print(table(runs, plan))
     print(spread(runs))
-    for r in runs:
-        why = collections.Counter(o.error or o.status for o in r.outcomes
-                                  if o.status in ("failed", "deadline"))
-        print(f"{r.policy} failures: {dict(why.most_common(4)) or 'none'}")
     plot(runs, plan, RESULTS / "prefix.png")
-    print(f"plot: {RESULTS / 'prefix.png'}")
+    report_failures(runs, RESULTS / "prefix.png")
     return result(runs, plan, kept, prompts)
 
 
 def main() -> int:
     """Command line entry; returns the exit code."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="fewer requests (< 3 min on 2 cores)")
-    p.add_argument("--requests", type=int, help="requests per policy (default 120 / 800)")
-    p.add_argument("--wall-rps", type=float, default=6.0, help="requests per wall second")
+    replay_args(p, "120 / 800", 6.0, 30.0, TRACE)
     p.add_argument("--load", type=float, default=1.0,
                    help="offered load, fraction of the capacity without prefix reuse")
-    p.add_argument("--deadline", type=float, default=30.0,
-                   help="TTFT after which the client gives up (model seconds)")
-    p.add_argument("--trace", type=Path, default=TRACE)
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--policies", nargs="+", default=list(policies()), choices=list(policies()))
     p.add_argument("--affinity", type=float, default=AFFINITY,
                    help="llmroute's prefix-affinity weight; for tuning")

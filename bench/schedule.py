@@ -321,25 +321,15 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         print(f"  {policy}: {time.monotonic() - t0:.0f} s wall", flush=True)
     print(table(runs))
     print(per_engine(runs, plan))
-    for r in runs:
-        why = collections.Counter(o.error or o.status for o in r.outcomes
-                                  if o.status in ("failed", "deadline"))
-        print(f"{r.policy} failures: {dict(why.most_common(4)) or 'none'}")
     plot(runs, plan, RESULTS / "schedule.png")
-    print(f"plot: {RESULTS / 'schedule.png'}")
+    report_failures(runs, RESULTS / "schedule.png")
     return result(runs)
 
 
 def main() -> int:
     """Command line entry; returns the exit code."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="fewer requests (< 3 min on 2 cores)")
-    p.add_argument("--requests", type=int, help="requests per policy (default 250 / 2000)")
-    p.add_argument("--wall-rps", type=float, default=15.0, help="requests per wall second")
-    p.add_argument("--deadline", type=float, default=15.0,
-                   help="TTFT after which the client gives up (model seconds)")
-    p.add_argument("--trace", type=Path, default=TRACE)
-    p.add_argument("--seed", type=int, default=0)
+    replay_args(p, "250 / 2000", 15.0, 15.0, TRACE)
     p.add_argument("--policies", nargs="+", default=list(POLICIES), choices=POLICIES)
     p.add_argument("--scorers", type=orjson.loads, default=None,
                    help='weights over the default preset, JSON, e.g. \'{"in-flight": 0.5}\' '
@@ -349,6 +339,29 @@ def main() -> int:
                    '\'{"ttft_headroom_factor": 3}\'; for tuning')
     args = p.parse_args()
     return run_main("schedule", args, args.trace.is_dir(), main_async)
+
+
+def replay_args(p: argparse.ArgumentParser, requests: str, wall_rps: float,
+                deadline_s: float, trace: Path) -> None:
+    """The options every trace replay takes: --quick, --requests (``requests``: the
+    defaults, for the help), --wall-rps, --deadline, --trace and --seed."""
+    p.add_argument("--quick", action="store_true", help="fewer requests (< 3 min on 2 cores)")
+    p.add_argument("--requests", type=int, help=f"requests per policy (default {requests})")
+    p.add_argument("--wall-rps", type=float, default=wall_rps,
+                   help="requests per wall second")
+    p.add_argument("--deadline", type=float, default=deadline_s,
+                   help="TTFT after which the client gives up (model seconds)")
+    p.add_argument("--trace", type=Path, default=trace)
+    p.add_argument("--seed", type=int, default=0)
+
+
+def report_failures(runs: list[Run], plot_path: Path) -> None:
+    """Print each run's failures by cause and where the plot went."""
+    for r in runs:
+        why = collections.Counter(o.error or o.status for o in r.outcomes
+                                  if o.status in ("failed", "deadline"))
+        print(f"{r.policy} failures: {dict(why.most_common(4)) or 'none'}")
+    print(f"plot: {plot_path}")
 
 
 def run_main(name: str, args: argparse.Namespace, present: bool,
