@@ -3,6 +3,11 @@ confusion matrix (scikit-learn's metrics), plus a plain-text report.
 
 Macro-F1 averages F1 over the intents that occur in the truth (an intent nobody asked for
 cannot be recalled); predictions of other intents still count as errors.
+
+Strict and lenient: a labelled row may name ``also`` intents, other answers people accept on
+a boundary they disagree on (docs/intents.md). The strict score counts only ``intent``;
+the lenient one (``lenient``) takes a prediction found in the row's ``also`` as that row's
+truth, so it counts as a hit for the predicted intent and not as a miss for the labelled one.
 """
 
 from __future__ import annotations
@@ -36,6 +41,14 @@ def score(truth: Sequence[str], pred: Sequence[str]) -> Score:
     per = {k: (float(p[i]), float(r[i]), float(f[i]), int(s[i])) for i, k in enumerate(present)}
     matrix = confusion_matrix(truth, pred, labels=list(labels))
     return Score(float(np.mean(f)), per, labels, matrix, len(truth))
+
+
+def lenient(truth: Sequence[str], pred: Sequence[str],
+            also: Sequence[Sequence[str]]) -> list[str]:
+    """The truth labels with each row whose prediction is among its ``also`` intents set to
+    that prediction (same length as ``truth``); score them with ``score`` for the lenient
+    macro-F1."""
+    return [p if p in extra else t for t, p, extra in zip(truth, pred, also, strict=True)]
 
 
 def report(s: Score) -> str:

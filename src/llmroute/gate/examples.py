@@ -1,7 +1,9 @@
 """Labelled examples: the shipped utterances, config extras, and users' labelled files.
 
 A labelled file has one JSON object per line: ``prompt`` (a string) or ``messages`` (OpenAI
-chat messages, optionally ``tools``), and ``intent``. ``read_labelled`` turns each line into
+chat messages, optionally ``tools``), ``intent``, and optionally ``also``: a list of other
+intents that are acceptable answers for a row on a boundary people disagree on
+(docs/intents.md), counted by the lenient score (``evaluate.lenient``). ``read_labelled`` turns each line into
 a ``ChatRequest``; blank lines are skipped and a malformed line raises ConfigError naming it.
 """
 
@@ -23,10 +25,11 @@ UTTERANCES = "utterances.jsonl"
 
 @dataclass(frozen=True, slots=True)
 class Example:
-    """One labelled request."""
+    """One labelled request; ``also``: other acceptable intents (may be empty)."""
 
     request: ChatRequest
     intent: str
+    also: tuple[str, ...] = ()
 
 
 def shipped_utterances() -> list[tuple[str, str]]:
@@ -86,9 +89,18 @@ def _parse(path: Path, lines: Sequence[str]) -> Iterator[Example]:
             continue
         try:
             row = json.loads(line)
-            yield Example(_request(row), str(row["intent"]))
+            yield Example(_request(row), str(row["intent"]), _also(row))
         except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
-            raise ConfigError(f"{path}:{n}: need intent and prompt or messages ({err})") from err
+            raise ConfigError(f"{path}:{n}: need intent and prompt or messages, and also "
+                              f"as a list of intents ({err})") from err
+
+
+def _also(row: Mapping[str, object]) -> tuple[str, ...]:
+    """A row's ``also`` intents (none when absent). Raises TypeError unless a list of str."""
+    also = row.get("also", [])
+    if not isinstance(also, list) or not all(isinstance(x, str) for x in also):
+        raise TypeError("also must be a list of intents")
+    return tuple(also)
 
 
 def _request(row: Mapping[str, object]) -> ChatRequest:
