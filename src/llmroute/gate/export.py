@@ -113,6 +113,27 @@ def export(out: Path, source: Path | None = None) -> Path:
     return out
 
 
+def quantise(bert: object, out: Path) -> Path:
+    """Export a ``transformers`` BERT (eager attention) to ``out/model-int8.onnx``: fp32
+    ONNX (opset ``OPSET``, dynamic batch and sequence axes) quantised to int8 weights
+    (``quantize_dynamic``, MatMul and Gather), the fp32 file removed. Returns the int8 path."""
+    import torch
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    ids = torch.ones(1, 8, dtype=torch.long)
+    fp32 = out / FP32
+    torch.onnx.export(_hidden_module(bert), (ids, ids, torch.zeros_like(ids)), str(fp32),
+                      input_names=list(_AXES[:3]), output_names=[_AXES[3]],
+                      dynamic_axes={k: {0: "batch", 1: "seq"} for k in _AXES},
+                      opset_version=OPSET, dynamo=False)
+    quantize_dynamic(str(fp32), str(out / INT8), weight_type=QuantType.QInt8,
+                     op_types_to_quantize=["MatMul", "Gather"])
+    fp32.unlink()
+    for extra in out.glob("*.data"):
+        extra.unlink()
+    return out / INT8
+
+
 def _hidden_module(bert: object) -> object:
     """Wrap ``bert`` so the exporter sees positional inputs and one output tensor."""
     import torch

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,11 +19,13 @@ from pathlib import Path
 import numpy as np
 
 from llmroute.gate.compress import compress_text
-from llmroute.gate.encoder import OnnxEncoder
+from llmroute.gate.encoder import DIM, OnnxEncoder, TunedEncoder
+from llmroute.gate.export import cache_root
 from llmroute.gate.head import EmbeddingHead, NgramHead
 from llmroute.gate.heads_cache import heads_key, heads_path, read_heads, write_heads
 
 EMBED_BATCH = 64
+MANIFEST = "manifest.json"
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,7 @@ def build_model(examples: Sequence[tuple[str, str]], encoder_folder: Path | None
     (``heads_cache``: keyed by the texts, labels, encoder and code version). Raises
     ConfigError (fewer than two intents) or GateModelError (encoder files)."""
     texts, labels = fit_texts(examples), [intent for _, intent in examples]
-    encoder = None if encoder_folder is None else OnnxEncoder(encoder_folder, threads=threads)
+    encoder = None if encoder_folder is None else load_encoder(encoder_folder, threads)
     path = None if cache_dir is None else heads_path(
         cache_dir, heads_key(texts, labels, encoder_id(encoder_folder, encoder)))
     heads = None if path is None else read_heads(path, with_embed=encoder is not None)
@@ -75,12 +78,26 @@ def build_model(examples: Sequence[tuple[str, str]], encoder_folder: Path | None
     return GateModel(tuple(fast.classes), fast, encoder, embed)
 
 
+def load_encoder(folder: Path, threads: int = 1) -> OnnxEncoder:
+    """The encoder in ``folder``: the fine-tuned one when the folder has a manifest
+    (``tuned``), else an exported MiniLM. Raises GateModelError."""
+    if (folder / MANIFEST).is_file():
+        return TunedEncoder(folder, threads=threads)
+    return OnnxEncoder(folder, threads=threads)
+
+
 def encoder_id(folder: Path | None, encoder: OnnxEncoder | None) -> str | None:
-    """What identifies the encoder's embeddings: the export folder's name (a digest of the
-    model and export recipe) and the token limit; None without an encoder."""
+    """What identifies the encoder's embeddings: the fine-tuned model's file digests (its
+    manifest; a re-stamped key with the same weights keeps them) or the export folder's name (a digest of the model and export recipe), and the token
+    limit; None without an encoder."""
     if folder is None or encoder is None:
         return None
-    return f"{folder.name}:{encoder.max_tokens}"
+    try:
+        files = json.loads((folder / MANIFEST).read_text())["files"]
+        name = "tuned-" + "-".join(str(files[k])[:16] for k in sorted(files))
+    except (OSError, ValueError, KeyError, TypeError):
+        name = folder.name
+    return f"{name}:{encoder.max_tokens}"
 
 
 def fit_heads(texts: Sequence[str], labels: Sequence[str], encoder: OnnxEncoder | None,
@@ -94,15 +111,45 @@ def fit_heads(texts: Sequence[str], labels: Sequence[str], encoder: OnnxEncoder 
 
 
 def cached_embeddings(encoder: OnnxEncoder, texts: Sequence[str], folder: Path) -> np.ndarray:
-    """Embeddings of ``texts`` ``(n, 384)``, read from / written to ``folder`` by digest."""
-    digest = hashlib.blake2b(json.dumps([encoder.max_tokens, *texts]).encode(),
-                             digest_size=8).hexdigest()
-    path = folder / f"emb-{digest}.npy"
-    if path.is_file():
-        return np.load(path)
-    vectors = np.concatenate([encoder.encode(texts[i:i + EMBED_BATCH])
-                              for i in range(0, len(texts), EMBED_BATCH)])
-    tmp = path.with_suffix(".tmp.npy")
-    np.save(tmp, vectors)
-    tmp.replace(path)
-    return vectors
+    """Embeddings of ``texts`` ``(n, 384)``. Each text's row is kept in one file per encoder
+    (``emb-<digest of encoder_id>.npz``: BLAKE2b keys of the texts and their rows, arrays
+    only), so a start, a refit on a subset (a benchmark's fold) or on more examples encodes
+    only the texts it has not seen. Best effort: an unreadable file is re-made."""
+    tag = hashlib.blake2b(str(encoder_id(folder, encoder)).encode(), digest_size=8).hexdigest()
+    path = embeddings_dir(folder) / f"emb-{tag}.npz"
+    known = _read_rows(path)
+    keys = [hashlib.blake2b(t.encode("utf-8", "replace"), digest_size=16).digest() for t in texts]
+    missing = list(dict.fromkeys(k for k in keys if k not in known))
+    if missing:
+        where = {k: i for i, k in enumerate(keys)}
+        todo = [texts[where[k]] for k in missing]
+        fresh = np.concatenate([encoder.encode(todo[i:i + EMBED_BATCH])
+                                for i in range(0, len(todo), EMBED_BATCH)])
+        known.update(zip(missing, fresh))
+        _write_rows(path, known)
+    return np.stack([known[k] for k in keys]) if keys else np.zeros((0, DIM), np.float32)
+
+
+def _read_rows(path: Path) -> dict[bytes, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            return dict(zip((bytes(k) for k in npz["keys"]), npz["vectors"]))
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
+def _write_rows(path: Path, rows: dict[bytes, np.ndarray]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.stem}.tmp{os.getpid()}.npz")
+        np.savez(tmp, keys=np.array(list(rows), dtype="S16"), vectors=np.stack(list(rows.values())))
+        tmp.replace(path)
+    except OSError:
+        pass  # best effort: a read-only cache only costs the next start an encoding pass
+
+
+def embeddings_dir(folder: Path) -> Path:
+    """Where the utterances' embeddings for the encoder in ``folder`` are kept: beside an
+    exported MiniLM, under ``$LLMROUTE_CACHE/gate`` for a fine-tuned model (its folder may
+    be the read-only package)."""
+    return cache_root() / "gate" / "embeddings" if (folder / MANIFEST).is_file() else folder

@@ -1,4 +1,4 @@
-"""The semantic gate: n-gram first stage, MiniLM second opinion, rules as overrides.
+"""The semantic gate: n-gram first stage, fine-tuned encoder second opinion, rules as overrides.
 
 Per request (docs/gate.md):
 
@@ -6,13 +6,11 @@ Per request (docs/gate.md):
 2. the LRU + TTL cache, keyed by ``Compressed.key``, may already hold the model's answer;
 3. first stage: ``NgramHead`` probabilities × structure priors (source ``fast``);
 4. when the top probability is below ``second_opinion_below``, the latest turn is not
-   pasted material (``Compressed.pasted``: MiniLM would read only the start of the
-   document), the text is not mostly Chinese/Japanese/Korean (the English-only MiniLM's
-   weight ``verdict.encoder_weight(cjk)`` is at least ``ENCODER_MIN_WEIGHT``; below it its
-   answer cannot move the verdict, so it is not computed) and the encoder is started,
-   MiniLM embeds the latest turn (micro-batched in the gate's worker thread) and the two
-   opinions are combined, the encoder's under the same structure terms as the first stage
-   (``verdict.structure_vector``; source ``fast+encoder``);
+   pasted material (``Compressed.pasted``: the encoder would read only its two ends) and
+   the encoder is started, the fine-tuned multilingual encoder (``tuned.resolve()``;
+   English and Chinese alike) embeds the latest turn (micro-batched in the gate's worker
+   thread) and the two opinions are combined, the encoder's under the same structure terms
+   as the first stage (``verdict.structure_vector``; source ``fast+encoder``);
 5. config rule overrides (hot-reloaded) are applied last (source gains ``+rule``);
 6. complexity from ``complexity.ComplexityScorer`` (the one formula) over the compressed
    text (so a 1 MB prompt costs what a 1 kB one does), with the request's token count for
@@ -47,17 +45,15 @@ from llmroute.gate.clauses import CLAUSE_MIN, clauses, composite_of
 from llmroute.gate.complexity import ComplexityScorer
 from llmroute.gate.compress import Compressed, compress
 from llmroute.gate.examples import shipped_utterances, user_examples, with_extras
-from llmroute.gate.export import ensure_exported
 from llmroute.gate.health import GateHealth
 from llmroute.gate.heads_cache import heads_dir
 from llmroute.gate.intents import INTENTS
 from llmroute.gate.model import GateModel, build_model
 from llmroute.gate.overrides import RuleOverrides
 from llmroute.gate.rules import RulesClassifier
+from llmroute.gate.tuned import resolve
 from llmroute.gate.verdict import (
-    ENCODER_MIN_WEIGHT,
     combine,
-    encoder_weight,
     first_stage,
     make_intent,
     nothing_intent,
@@ -122,8 +118,8 @@ class SemanticGate:
         return self.model is not None
 
     def load(self) -> GateModel:
-        """Fit the heads and load the encoder (exporting it once, cached). Blocking; a failed
-        encoder leaves the first stage alone. The fitted heads are cached on disk
+        """Fit the heads and load the fine-tuned encoder (``tuned.resolve``). Blocking; a
+        missing or damaged encoder leaves the first stage alone. The fitted heads are cached on disk
         (``heads_cache``; in ``cfg.cache_dir``, default ``$LLMROUTE_CACHE/gate``) for the
         default examples, and for given ``examples`` when ``cfg.cache_dir`` is set. Raises
         ConfigError for unusable examples."""
@@ -135,7 +131,7 @@ class SemanticGate:
         folder = self._folder
         if folder is None and self.cfg.encoder:
             try:
-                folder = ensure_exported()
+                folder = resolve()
             except LLMRouteError as err:
                 _log.warning("gate encoder unavailable; first stage only", error=err.message)
         cache = self.cfg.cache_dir or self._examples is None
@@ -166,7 +162,7 @@ class SemanticGate:
     async def classify(self, request: ChatRequest) -> Intent:
         """The request's ``Intent``: ``label`` one of the model's classes, ``confidence`` and
         ``conflict`` in [0, 1], ``runners_up`` sorted by probability, ``complexity`` in
-        [0.1, 5.0]. MiniLM, when asked, runs micro-batched in the worker thread. Never
+        [0.1, 5.0]. The encoder, when asked, runs micro-batched in the worker thread. Never
         raises (tolerated failures: module docstring)."""
         try:
             c, first = self._prepare(request)
@@ -210,8 +206,8 @@ class SemanticGate:
         parts = clauses(c.latest)
         scored = _Scored(p, self._level(c, request, scores), "fast",
                          self.model.clause_labels(parts, CLAUSE_MIN) if parts else ())
-        if (p.max() >= self.cfg.second_opinion_below or self.model.encoder is None or c.pasted
-                or encoder_weight(c.cjk) < ENCODER_MIN_WEIGHT):
+        if (p.max() >= self.cfg.second_opinion_below or self.model.encoder is None
+                or c.pasted):
             self._cache[c.key] = scored
             return scored
         return scored, request
@@ -223,13 +219,13 @@ class SemanticGate:
             return scored
         p_enc = self.model.encoder_proba(embedding)
         structure = structure_vector(c, self.model.classes)
-        final = _Scored(combine(scored.probs, p_enc, c.cjk, structure), scored.complexity,
+        final = _Scored(combine(scored.probs, p_enc, structure), scored.complexity,
                         "fast+encoder", scored.clauses)
         self._cache[c.key] = final
         return final
 
     async def _embed(self, c: Compressed) -> np.ndarray | None:
-        """MiniLM's embedding of ``c.latest`` ``(384,)``, micro-batched in the worker thread;
+        """The encoder's embedding of ``c.latest`` ``(384,)``, micro-batched in the worker thread;
         None before ``start`` or when the encoder fails (counted, logged by state)."""
         if self._batcher is None:
             return None

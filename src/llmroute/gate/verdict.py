@@ -51,19 +51,17 @@ overrides, and the verdict's confidence, runners-up, entropy, conflict and compo
   checked against the public benchmark figure, and the document keyword cap (with the
   intents it covers) was chosen on it alone, the development sets holding too few
   supplied documents; that figure is therefore optimistic (docs/gate.md).
-- **second opinion**: ``log p' = log p + w · (log p_encoder + s)`` with
-  ``w = ENCODER_WEIGHT · (1 − cjk)``: the English-only MiniLM counts for less the more of the
-  text is Chinese/Japanese/Korean; under ``ENCODER_MIN_WEIGHT`` (0.1, i.e. more than 80 %
-  CJK letters) the gate does not ask it at all (on our Chinese development sets the verdicts
-  were the same with and without it, and it cost 5–10 ms per request). ``s`` is the vector
+- **second opinion**: ``log p' = log p + ENCODER_WEIGHT · (log p_encoder + s)``. The encoder
+  is the fine-tuned multilingual-e5-small (``finetune``), read alike for English and Chinese
+  (the English-only MiniLM it replaced was weighted by ``1 − cjk`` and not asked about
+  mostly-Chinese text). ``s`` is the vector
   of the request's structure terms (``structure_vector``), the same ones the first stage
-  adds: MiniLM reads the latest turn alone (≤ 64 tokens), so it cannot see that a request
+  adds: the encoder reads the latest turn alone (≤ 64 tokens), so it cannot see that a request
   is a follow-up, carries tools or supplies a passage, and without ``s`` its opinion undid
-  part of those terms — e.g. a factual follow-up, chat by definition, that MiniLM reads as a
-  stand-alone open_qa question (open_qa at 0.7–0.9) came out open_qa although the first
+  part of those terms — e.g. a factual follow-up, chat by definition, read as a
+  stand-alone open_qa question came out open_qa although the first
   stage had it chat. With ``s`` both opinions are taken under the same structure, so a
-  term's weight is ``1 + w`` when the encoder is asked. On the development sets no verdict
-  changed; on the public sets chat gained 0.02 F1 and open_qa 0.006.
+  term's weight is ``1 + w`` when the encoder is asked.
 - **override**: a config rule for intent R gives ``p' = ½·p + ½·onehot(R)``, so R wins and
   the model's runners-up are kept.
 - **verdict** (``make_intent``, the one builder; the rules gate's too): confidence = top
@@ -103,7 +101,6 @@ DOCUMENT_KEYWORD_CAP = 0.0
 DOCUMENT_KEYWORD_INTENTS = ("reasoning", "open_qa", "math", "brainstorming")
 CHOICES_BOOST = 1.5
 ENCODER_WEIGHT = 0.5
-ENCODER_MIN_WEIGHT = 0.1
 RULES_WEIGHT = 1.0
 COMPOSITE_MIN = 0.25
 
@@ -164,23 +161,15 @@ def first_stage(p_fast: np.ndarray, rules_scores: Mapping[str, float],
     return softmax(logp[None, :])[0]
 
 
-def encoder_weight(cjk: float) -> float:
-    """The second opinion's log-linear weight for a text whose letters are ``cjk`` (0–1)
-    Chinese/Japanese/Korean: ``ENCODER_WEIGHT · (1 − cjk)``."""
-    return ENCODER_WEIGHT * (1.0 - min(max(cjk, 0.0), 1.0))
-
-
-def combine(p_first: np.ndarray, p_encoder: np.ndarray, cjk: float,
-            structure: np.ndarray | None = None) -> np.ndarray:
-    """The second opinion folded in log-linearly, its weight shrinking with ``cjk`` (0–1);
-    ``structure`` (``structure_vector``, log scale) is added to the encoder's log-probabilities
-    first, so MiniLM's opinion is taken under the structure it cannot read (module
-    docstring). Sums to 1."""
-    w = encoder_weight(cjk)
+def combine(p_first: np.ndarray, p_encoder: np.ndarray,
+            structure: np.ndarray | None = None, weight: float = ENCODER_WEIGHT) -> np.ndarray:
+    """The second opinion folded in log-linearly with ``weight``; ``structure``
+    (``structure_vector``, log scale) is added to the encoder's log-probabilities first, so
+    its opinion is taken under the structure it cannot read (module docstring). Sums to 1."""
     log_enc = np.log(np.clip(p_encoder, 1e-9, None))
     if structure is not None:
         log_enc = log_enc + structure
-    logp = np.log(np.clip(p_first, 1e-9, None)) + w * log_enc
+    logp = np.log(np.clip(p_first, 1e-9, None)) + weight * log_enc
     return softmax(logp[None, :])[0]
 
 

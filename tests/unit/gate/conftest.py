@@ -14,7 +14,7 @@ from llmroute.gate.semantic import SemanticGate
 
 @pytest.fixture(scope="session")
 def gate() -> SemanticGate:
-    """A started gate: heads fitted, MiniLM exported (cached), loaded and micro-batched in
+    """A started gate: heads fitted, the fine-tuned encoder loaded and micro-batched in
     its worker thread (the session's tests run on their own event loops; it needs none)."""
     g = SemanticGate(GateConfig())
     asyncio.run(g.start())

@@ -94,17 +94,16 @@ async def test_second_opinion_below_the_threshold(gate: SemanticGate, started: S
     assert (await never.classify(request)).source == "fast"
 
 
-@pytest.mark.parametrize(("text", "asked"), [
-    ("how do I make my sourdough less sour?", True),
-    ("怎么让我的酸面包没那么酸？", False),
-    ("用sourdough starter做面包，怎么让它没那么酸？", True),
+@pytest.mark.parametrize("text", [
+    "how do I make my sourdough less sour?", "怎么让我的酸面包没那么酸？",
+    "用sourdough starter做面包，怎么让它没那么酸？",
 ], ids=["english", "chinese", "half-chinese"])
-async def test_the_english_encoder_is_not_asked_about_chinese(gate: SemanticGate, text: str,
-                                                              asked: bool, started: Start) -> None:
-    """MiniLM's weight is 0.5·(1 − cjk); below ENCODER_MIN_WEIGHT its answer could not move
-    the verdict, so it is not computed at all."""
+async def test_the_multilingual_encoder_is_asked_in_every_language(
+        gate: SemanticGate, text: str, started: Start) -> None:
+    """The fine-tuned encoder reads English and Chinese alike (MiniLM, English-only, was not
+    asked about mostly-Chinese text)."""
     always = await started(GateConfig(second_opinion_below=1.0, cache_size=0), model=gate.model)
-    assert ((await always.classify(prompt_request(text))).source == "fast+encoder") is asked
+    assert (await always.classify(prompt_request(text))).source == "fast+encoder"
 
 
 async def test_concurrent_calls_are_micro_batched_and_agree_with_one_at_a_time(

@@ -159,8 +159,8 @@ def test_the_encoder_opinion_is_taken_under_the_same_structure_terms() -> None:
     p_enc = np.full(len(INTENTS), 0.01)
     p_enc[INTENTS.index("open_qa")], p_enc[INTENTS.index("chat")] = 0.9, 0.01
     p_first, p_enc = p_first / p_first.sum(), p_enc / p_enc.sum()
-    blind = combine(p_first, p_enc, c.cjk)
-    seen = combine(p_first, p_enc, c.cjk, s)
+    blind = combine(p_first, p_enc)
+    seen = combine(p_first, p_enc, s)
     assert INTENTS[int(np.argmax(blind))] == "open_qa"
     assert INTENTS[int(np.argmax(seen))] == "chat"
     assert np.isclose(seen.sum(), 1.0)
