@@ -209,7 +209,7 @@ class GateConfig(Strict):
     ``composite_margin``: top-two probability gap (0–1) under which the verdict is composite;
     ``cache_size`` entries kept ``cache_ttl_s`` seconds; ``max_wait_ms``/``max_batch``: how long
     an idle encoder waits for company (ms; 0: starts at once, requests that arrive while a
-    batch runs still share the next) and the batch size; ``encoder``: false skips MiniLM;
+    batch runs still share the next) and the batch size; ``encoder``: false skips the fine-tuned encoder;
     ``cache_dir``: folder for the fitted heads (empty: ``$LLMROUTE_CACHE/gate``, default
     ``~/.cache/llmroute/gate``), read on start instead of refitting when nothing they depend
     on changed."""
@@ -217,7 +217,7 @@ class GateConfig(Strict):
     kind: Literal["semantic", "rules", "off"] = "semantic"
     rules: dict[str, list[str]] = {}
     utterances: dict[str, list[str]] = {}
-    second_opinion_below: float = Field(0.65, ge=0, le=1)
+    second_opinion_below: float = Field(0.9, ge=0, le=1)
     composite_margin: float = Field(0.15, ge=0, le=1)
     cache_size: int = Field(4096, ge=0)
     cache_ttl_s: float = Field(300.0, gt=0)
