@@ -200,7 +200,7 @@ class RoutingConfig(Strict):
 
 
 class GateConfig(Strict):
-    """The semantic gate (docs/gate.md). ``kind``: ``semantic`` (fast n-gram head, MiniLM
+    """The semantic gate (docs/gate.md). ``kind``: ``semantic`` (fast n-gram head, fine-tuned
     encoder as second opinion), ``rules`` (keywords only) or ``off`` (no classification:
     every request gets the default intent). ``rules``: intent → regex list,
     applied after the model as overrides (hot-reloaded from the config file).

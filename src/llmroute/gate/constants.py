@@ -8,7 +8,7 @@ Text windows (characters). Two readers, two windows, on purpose:
   request text (every message) — its first ``RULES_HEAD_CHARS`` and last
   ``RULES_TAIL_CHARS``: evidence is counted, so a wide window sees more of it, and regex
   scanning stays bounded for a huge prompt;
-- **compression** (``compress.compress``) builds what the n-gram head and MiniLM read (both
+- **compression** (``compress.compress``) builds what the n-gram head and the encoder read (both
   fitted on short utterances): the latest user turn cut to its first ``LATEST_HEAD_CHARS``
   and last ``LATEST_TAIL_CHARS`` (the seed design: a request around a pasted document states
   its task at the start or the end), each of the ``EARLIER_TURNS`` earlier user turns to

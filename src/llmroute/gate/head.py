@@ -9,7 +9,7 @@
   Chinese adds character unigrams and bigrams to the word half; ``\\w+`` would read an
   unspaced Chinese sentence as one word, a feature seen once, which let the SVM memorise
   each Chinese utterance instead of learning its characters. Predicts in ~0.3 ms (short).
-- ``EmbeddingHead`` (second opinion): the same one-vs-rest linear SVM over MiniLM sentence
+- ``EmbeddingHead`` (second opinion): the same one-vs-rest linear SVM over the encoder's sentence
   embeddings (384 floats, L2-normalised).
 
 Both are calibrated by **temperature scaling** (Guo et al., 2017, "On Calibration of Modern

@@ -2,7 +2,7 @@
 
 The semantic gate tolerates two kinds of failure without failing the request (its stages):
 
-- ``encoder``: MiniLM (or the worker thread it runs in) raised; the first stage answers
+- ``encoder``: the encoder (or the worker thread it runs in) raised; the first stage answers
   alone, as when no encoder is loaded;
 - ``model``: anything else in the model path raised; the rules classifier answers.
 

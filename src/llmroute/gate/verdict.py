@@ -43,7 +43,7 @@ overrides, and the verdict's confidence, runners-up, entropy, conflict and compo
   film fails came out reasoning, questions on articles full of figures came out math, chat
   logs and meeting transcripts about "ideas" to be summarised came out brainstorming). Unlike a reasoning term for
   supplied passages (tried and left out: it turned a puzzle stated as a passage into
-  extraction), this removes only keyword counts; the n-gram head and MiniLM still read the
+  extraction), this removes only keyword counts; the n-gram head and the encoder still read the
   instruction. The heads see few prompts with tools or many turns, so these are stated
   rather than learnt; the values were chosen on out-of-fold predictions over the
   utterances and on the development sets; the follow-up, tool-match, document and
