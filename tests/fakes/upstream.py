@@ -31,6 +31,9 @@ non-streamed answer then carries each word's logprob (ln 0.99 peaked, ln 0.02 fl
 ``echo=True`` the upstream behaves like llama.cpp at a trailing assistant message: its first
 content delta repeats that message's text before the first new word.
 
+``rules`` (``fakes/engine_rules.py``) make it refuse, before any step, what a real engine
+refuses, in that engine's words.
+
 ``tokenize`` scripts the engine's ``POST /tokenize`` (vLLM's shape, ``{"count"}``; also
 llama-server's ``/apply-template``): an int answers that count, ``("hang", s)`` waits s
 seconds first; the bodies it received are in ``tokenized``.
@@ -49,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+from fakes.engine_rules import refusal
 
 UPSTREAM = web.AppKey("upstream", "Upstream")
 
@@ -69,6 +73,7 @@ class Upstream:
     tokenize: Any = 0
     tokenized: list[dict[str, Any]] = field(default_factory=list)
     healthy: bool = True
+    rules: tuple[Any, ...] = ()
 
     def next_step(self) -> Any:
         i = min(len(self.requests) - 1, len(self.script) - 1)
@@ -137,6 +142,9 @@ async def _handle(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     up.requests.append(body)
     up.headers.append({k.lower(): v for k, v in request.headers.items()})
+    refused = refusal(up.rules, body, request.path)
+    if refused is not None:
+        return web.json_response(refused[1], status=refused[0])
     step = up.next_step()
     kind = step[0] if isinstance(step, tuple) else step
     if kind == "context":
@@ -287,9 +295,11 @@ async def _keep_alive(resp: web.StreamResponse, seconds: float) -> None:
 
 @contextlib.asynccontextmanager
 async def serve_upstream(script: list[Any], reply: str = "Hello from the fake engine.",
-                         echo: bool = False) -> AsyncIterator[Upstream]:
-    """Serve a scripted upstream on 127.0.0.1 (a free port) for the duration of the block."""
-    up = Upstream(list(script), reply, echo)
+                         echo: bool = False, rules: tuple[Any, ...] = ()
+                         ) -> AsyncIterator[Upstream]:
+    """Serve a scripted upstream on 127.0.0.1 (a free port) for the duration of the block,
+    refusing what ``rules`` refuse."""
+    up = Upstream(list(script), reply, echo, rules=tuple(rules))
     app = web.Application()
     app[UPSTREAM] = up
     app.router.add_post("/v1/chat/completions", _handle)

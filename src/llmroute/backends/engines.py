@@ -16,12 +16,46 @@ metrics.
 | ``openai`` | no | generic | no | no | none (hosted) | none |
 
 Request-body quirks (``Quirks``, shaped by ``backends/quirks.py``; a backend's ``quirks:`` in
-config overrides any field): ``llamacpp`` and ``ollama`` get the smaller of ``max_tokens`` /
-``max_completion_tokens`` in ``max_tokens`` alone (Ollama ignores ``max_completion_tokens``;
-the real ``llama-server`` obeys it over ``max_tokens`` even when it is the larger) and
-``developer`` messages as ``system`` (many models' chat templates drop or refuse the role);
-``ollama`` ignores a named-function ``tool_choice`` (sent as ``"required"`` with only that
-tool). Every other kind takes the body as sent.
+config overrides any field, and ``dispatch/adapt.py`` adds one learned from the engine's own
+refusal). Each kind's row was checked against its engine's request parsing:
+
+| engine | quirks (every other field: as the client sent it) |
+|---|---|
+| ``vllm`` | ``stream_options: streamed`` |
+| ``sglang`` | none |
+| ``llamacpp`` | ``budget_field: max_tokens``, ``developer_role: false`` |
+| ``ollama`` | ``budget_field: max_tokens``, ``developer_role: false``, ``tool_choice_object: false``, |
+|  | ``tool_call_content: empty`` |
+| ``openai`` | ``stream_options: streamed`` |
+| ``emulator`` | none (``emulator/request.py`` takes every field below) |
+
+Where each was learned:
+
+* vLLM, ``vllm/entrypoints/openai/chat_completion/protocol.py`` @ 002032ee:
+  ``ChatCompletionRequest.validate_stream_options`` refuses ``stream_options`` without
+  ``stream: true`` (400 "Stream options can only be defined when `stream=True`."); the same
+  model takes ``developer`` messages, a list ``stop`` (``StopParam``), ``content: null``
+  beside ``tool_calls`` and text parts, and reads ``max_completion_tokens or max_tokens``.
+* SGLang, ``python/sglang/srt/entrypoints/openai/protocol.py`` @ 004c82e0: the roles include
+  ``developer``, ``stop: str | List[str]``, ``content: str | parts | None``, no validator on
+  ``stream_options``, ``max_new_tokens = max_completion_tokens or max_tokens``.
+* llama.cpp, probed on ``llama-server`` (llama-cpp-python 0.3.36's llama.cpp 0.5.0-dev): it
+  obeys ``max_completion_tokens`` over a smaller ``max_tokens`` (so the smaller is sent
+  alone); it renders ``developer`` as ``system`` itself (``/apply-template``; older builds
+  handed the role to the model's template, hence ``system``); it takes a list ``stop``,
+  ``stream_options`` on a non-streamed call, ``content: null`` beside ``tool_calls`` and
+  text parts; it refuses ``n`` > 1 (the ``n`` capability) and ``logprobs`` beside ``tools``
+  on a stream (``fuse/arming.py``).
+* Ollama, ``openai/openai.go`` @ fb307609: ``ChatCompletionRequest`` (lines 105-123) has
+  ``max_tokens`` only and no ``tool_choice``; its model templates know ``system``, ``user``,
+  ``assistant`` and ``tool``. ``FromChatRequest`` answers a ``content`` that is neither a
+  string nor a list with 400 "invalid message content type: <nil>" (line 630), which
+  users of Ollama 0.13+ meet on assistant tool-call turns sent with ``content: null``
+  (pydantic/pydantic-ai#5206); a string ``content`` is taken by every version
+  (``case string``) and keeps the turn's tool calls since v0.11.4 (203c1378).
+* OpenAI refuses ``stream_options`` unless ``stream`` is true (API reference: "Only set this
+  when you set `stream: true`"; 400 "The 'stream_options' parameter is only allowed when
+  'stream' is enabled.").
 
 The tokenize column is the engine's own prompt-counting endpoint (``policy/tokenizers.py``):
 ``openai`` is vLLM's and SGLang's ``POST /tokenize`` with ``{"model", "messages"}`` (chat; the
@@ -158,7 +192,8 @@ _GENERIC = Capabilities(False, ContinuationForm.GENERIC)
 _OPENAI_TOKENIZE = TokenizeEndpoint("openai")
 
 ENGINES: Mapping[str, EngineKind] = MappingProxyType({
-    "vllm": EngineKind(_CONTINUE_N, MetricsEndpoint("vllm"), tokenize=_OPENAI_TOKENIZE),
+    "vllm": EngineKind(_CONTINUE_N, MetricsEndpoint("vllm"), tokenize=_OPENAI_TOKENIZE,
+                       quirks=Quirks(stream_options="streamed")),
     "sglang": EngineKind(_CONTINUE_N, MetricsEndpoint("sglang"), tokenize=_OPENAI_TOKENIZE),
     "llamacpp": EngineKind(
         Capabilities(True, ContinuationForm.ASSISTANT_PREFILL, echoes_prefix=True,
@@ -168,8 +203,8 @@ ENGINES: Mapping[str, EngineKind] = MappingProxyType({
         quirks=Quirks(developer_role=False, budget_field="max_tokens")),
     "ollama": EngineKind(_GENERIC, MetricsEndpoint("ollama", ("/api/ps",)),
                          quirks=Quirks(developer_role=False, budget_field="max_tokens",
-                                       tool_choice_object=False)),
-    "openai": EngineKind(_GENERIC),
+                                       tool_choice_object=False, tool_call_content="empty")),
+    "openai": EngineKind(_GENERIC, quirks=Quirks(stream_options="streamed")),
     "emulator": EngineKind(_CONTINUE, MetricsEndpoint("vllm")),
 })
 """Every engine kind by name (the names config accepts for ``engine``)."""

@@ -11,6 +11,8 @@ from typing import Any
 import aiohttp
 import pytest
 from pydantic import ValidationError
+from fakes.engine_rules import ollama_null_content, vllm_stream_options
+from fakes.router import make_config, open_router
 from fakes.upstream import serve_upstream
 from hypothesis import given
 from hypothesis import strategies as st
@@ -119,8 +121,9 @@ def test_image_parts_are_not_flattened_and_stream_options_stay_on_streams():
 
 
 def test_a_kind_without_quirks_has_no_shaper_and_an_unknown_override_is_refused():
-    assert shaper("m", resolve("vllm", None)) is None
-    assert shaper("m", resolve("openai", {})) is None
+    assert shaper("m", resolve("sglang", None)) is None
+    assert shaper("m", resolve("emulator", {})) is None
+    assert shaper("m", resolve("vllm", {"stream_options": "always"})) is None
     with pytest.raises(ValidationError):
         config("vllm", {"drop_everything": True})
     with pytest.raises(ValidationError, match="cannot drop messages"):
@@ -141,3 +144,29 @@ def test_the_budget_sent_is_the_smaller_one(max_tokens: int | None,
     given_ = [v for v in (max_tokens, max_completion) if v is not None]
     assert out.get("max_tokens") == (min(given_) if given_ else None)
     assert "max_completion_tokens" not in out
+
+
+@pytest.mark.parametrize("engine,rule,body", [
+    ("vllm", vllm_stream_options, chat(stream_options={"include_usage": True})),
+    ("openai", vllm_stream_options, chat(stream_options={"include_usage": True})),
+    ("ollama", ollama_null_content, chat(messages=[
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "a", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"}], tools=TOOLS)),
+], ids=["vllm-stream-options", "openai-stream-options", "ollama-null-tool-turn"])
+async def test_each_kind_s_defaults_pass_its_engine_s_own_checks(engine, rule, body):
+    """The body a kind's defaults shape passes the check its engine makes (the scripted
+    upstream refuses as the real one does: ``fakes/engine_rules.py``); without the
+    kind's quirk (``always`` / ``null``) the same request is that engine's 400."""
+    async with serve_upstream(["ok"], rules=(rule,)) as up:
+        cfg = make_config([{"id": "e", "pool": "p", "engine": engine, "base_url": up.base_url}])
+        async with open_router(cfg) as (_, client):
+            assert (await client.post("/v1/chat/completions", json=body)).status_code == 200
+        undo = {"stream_options": "always"} if engine != "ollama" else \
+            {"tool_call_content": "null"}
+        cfg = make_config([{"id": "e", "pool": "p", "engine": engine, "base_url": up.base_url,
+                            "quirks": undo}])
+        async with open_router(cfg) as (_, client):
+            assert (await client.post("/v1/chat/completions", json=body)).status_code == 400
+    assert all("stream_options" not in r for r in up.requests[:1])
