@@ -74,7 +74,7 @@ def ollama_list_stop(body: dict[str, Any], path: str) -> Refusal | None:
     """Ollama v0.1.49 ``fromCompleteRequest`` (``openai/openai.go`` line 345 @ d626b99b):
     ``case []string`` never matches a decoded JSON list, so ``default: return …,
     fmt.Errorf("invalid type for 'stop' field: %T", r.Stop)`` (ollama/ollama#5545)."""
-    if isinstance(body.get("stop"), list):
+    if path == "/v1/completions" and isinstance(body.get("stop"), list):
         return _ollama_error("invalid type for 'stop' field: []interface {}")
     return None
 

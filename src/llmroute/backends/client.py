@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import aiohttp
 import orjson
 
+from llmroute.backends.learned import LearnedQuirks, shaped
 from llmroute.backends.sse import SSEDecoder
 from llmroute.errors import (
     BackendError,
@@ -85,6 +86,8 @@ class BackendClient:
     ``timeouts``: connect, TTFT (first byte of the answer), inter-token stall and total, in s.
     ``traceparent(backend_id)`` gives each call's W3C ``traceparent`` header (None: none;
     ``observe.trace.TraceContext.traceparent``), once per call, never per chunk.
+    ``learned``: the quirks learned from engines' refusals (``backends/learned.py``), which
+    shape every body sent after them.
     """
 
     def __init__(self, session: aiohttp.ClientSession, timeouts: Timeouts,
@@ -92,6 +95,7 @@ class BackendClient:
         self._session = session
         self._traceparent = traceparent
         self._timeouts = timeouts
+        self.learned = LearnedQuirks()
         self._connect = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect_s)
         # a non-streamed request's whole exchange, timed by aiohttp's own timer (one
         # ``call_at`` per request: about half the cost of wrapping it in ``asyncio.timeout``)
@@ -169,7 +173,7 @@ class BackendClient:
               request_id: str, timeout: aiohttp.ClientTimeout | None = None) -> Any:
         tp = None if self._traceparent is None else self._traceparent(backend.id)
         return self._session.post(backend.base_url + _PATHS[endpoint],
-                                  data=orjson.dumps(upstream_body(backend, body)),
+                                  data=orjson.dumps(shaped(self.learned, backend, body)),
                                   headers=_headers(backend, request_id, tp),
                                   timeout=timeout or self._connect)
 

@@ -40,14 +40,16 @@ Step = Callable[[Body], None]
 class Shaper:
     """Shapes one backend's upstream bodies: ``shaper(body)`` → a new dict (``body`` and
     the objects in it are never changed) with ``model`` set to the served ``model``, the
-    ``drop`` fields left out and every step applied in order."""
+    ``drop`` fields left out and every step applied in order; ``quirks`` is what it was
+    built from."""
 
-    __slots__ = ("_drop", "_model", "_steps")
+    __slots__ = ("_drop", "_model", "_steps", "quirks")
 
-    def __init__(self, model: str, drop: frozenset[str], steps: tuple[Step, ...]):
+    def __init__(self, model: str, quirks: Quirks, steps: tuple[Step, ...]):
         self._model = model
-        self._drop = drop | {"model"}
+        self._drop = quirks.drop | {"model"}
         self._steps = steps
+        self.quirks = quirks
 
     def __call__(self, body: Body) -> Body:
         drop = self._drop
@@ -56,6 +58,15 @@ class Shaper:
         for step in self._steps:
             step(out)
         return out
+
+
+def quirks_of(shape: Callable[[Body], Body] | None) -> Quirks:
+    """The quirks a backend's ``shape`` (``Backend.shape``) was built from: all defaults when
+    it has none."""
+    return shape.quirks if isinstance(shape, Shaper) else _DEFAULTS
+
+
+_DEFAULTS = Quirks()
 
 
 def resolve(engine: str, overrides: Mapping[str, Any] | None) -> Quirks:
@@ -82,7 +93,7 @@ def shaper(model: str, quirks: Quirks) -> Shaper | None:
     message = _message_step(quirks)
     if message is not None:
         steps.append(message)
-    return Shaper(model, quirks.drop, tuple(steps))
+    return Shaper(model, quirks, tuple(steps))
 
 
 def _budget_in(field: str) -> Step:

@@ -117,7 +117,10 @@ class Attempt:
 class Budget:
     """The request's one attempt budget: at most ``max_attempts`` attempts (``RoutePlan``)
     shared by pre-first-byte retries and mid-stream handoffs, over ``candidates`` in order,
-    each backend at most once."""
+    each backend at most once; ``adapted``: the one reshaped retry after an engine's
+    refusal was spent (``dispatch/adapt.py``)."""
+
+    adapted = False  # set on the instance when spent: nothing to do per request before
 
     def __init__(self, candidates: list[Candidate], max_attempts: int,
                  trace: Recorder | None = None):
@@ -138,6 +141,17 @@ class Budget:
         if self.left <= skip or len(self._queue) <= skip:
             return None
         return self._queue[skip]
+
+    def put_back(self, candidate: Candidate) -> None:
+        """Give back the attempt spent on ``candidate`` and make it the next one (a request
+        sent again, reshaped, after its engine refused the shape: ``dispatch/adapt.py``)."""
+        self._queue.insert(0, candidate)
+        self.left += 1
+
+    @property
+    def request_id(self) -> str | None:
+        """The request's id, for log lines (its trace's; None without a trace)."""
+        return None if self.trace is None else self.trace.request_id
 
     @property
     def exhausted(self) -> bool:

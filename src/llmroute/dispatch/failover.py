@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import structlog
 
+from llmroute.dispatch.adapt import adapted
 from llmroute.dispatch.attempt import Attempt, Budget
 from llmroute.dispatch.deps import Deps
 from llmroute.errors import (
@@ -51,12 +52,15 @@ def pending_prefill(deps: Deps, request: ChatRequest, extra: int = 0
 
 async def with_failover(deps: Deps, plan: RoutePlan, budget: Budget,
                         call: Callable[[Backend], Awaitable[T]], prompt_tokens: int = 0,
-                        pending: Callable[[str], int] | None = None) -> tuple[Attempt, T]:
+                        pending: Callable[[str], int] | None = None,
+                        body: dict[str, Any] | None = None) -> tuple[Attempt, T]:
     """``call`` the budget's candidates in order until one succeeds, with jittered back-off
     between failures; each attempt counts ``prompt_tokens`` as pending prefill (with
     ``pending``, ``pending(backend_id)``: the part the backend has not cached). A
     context-length refusal moves on to larger-context candidates only; a 429's
-    ``Retry-After`` holds that backend's breaker open. Returns the successful (unsettled)
+    ``Retry-After`` holds that backend's breaker open; an engine's refusal of a shape the
+    request ``body`` had (``dispatch/adapt.py``; None: no adaptation) sends it to the same
+    backend once more, reshaped, at no cost to the budget. Returns the successful (unsettled)
     attempt and what ``call`` returned.
 
     Raises the first non-retryable BackendError as is (a 4xx from the engine),
@@ -79,11 +83,14 @@ async def with_failover(deps: Deps, plan: RoutePlan, budget: Budget,
             later = blame_later(err) and not overflow
             attempt.fail(err, to_breaker=not later and not overflow)
             log.warning("attempt_failed", backend=cand.backend.id, error=err.message,
-                        detail=err.detail)
+                        detail=err.detail, request_id=budget.request_id)
             _note_retry_after(deps, err)
             if overflow:
                 _keep_larger_context(budget, cand, err)
             elif not err.retryable:
+                if body is not None and adapted(deps, budget, cand.backend, body, err):
+                    budget.put_back(cand)
+                    continue
                 raise
             errors.append(err)
             suspects += [attempt] if later else []

@@ -45,6 +45,7 @@ from llmroute.fuse.handoff import can_continue, echoed_text, leg_body
 from llmroute.fuse.monitor import Fuse
 from llmroute.fuse.retry import failure_reason, is_context_overflow
 from llmroute.fuse.seam import Seam, client_top_logprobs, include_usage
+from llmroute.fuse.stops import StopCutter, cut_chunk, pending_stops
 from llmroute.observe.fuse_events import FuseEvent
 from llmroute.types import Backend, ChatRequest, FuseVerdict, RoutePlan, StreamEvent
 
@@ -72,7 +73,10 @@ class _Leg:
 
 class Relay:
     """The client's stream for one request across legs (see the module docstring): legs
-    open on ``budget``'s candidates for ``request`` as ``plan`` allows."""
+    open on ``budget``'s candidates for ``request`` as ``plan`` allows. Stops a leg's engine
+    was not sent (it takes one) are cut here (``fuse/stops.py``)."""
+
+    _cutter: StopCutter | None = None  # set when a leg's engine takes one stop only
 
     def __init__(self, deps: Deps, request: ChatRequest, plan: RoutePlan, budget: Budget):
         self.deps, self.request, self.plan, self.budget = deps, request, plan, budget
@@ -101,9 +105,12 @@ class Relay:
         attempt, (upstream, chunks, first) = await with_failover(
             self.deps, self.plan, self.budget, call,
             self.request.prompt_tokens + self.seam.tokens,
-            pending_prefill(self.deps, self.request, self.seam.tokens))
+            pending_prefill(self.deps, self.request, self.seam.tokens), self.request.body)
         attempt.first_token()
         self.leg = _Leg(attempt, upstream, chunks, first, self._fuse(attempt.backend))
+        if self._cutter is None:
+            stops = pending_stops(self.request.body, self.deps.client.learned, attempt.backend)
+            self._cutter = None if stops is None else StopCutter(stops)
         return self.leg
 
     async def stream(self) -> AsyncIterator[bytes]:
@@ -176,6 +183,9 @@ class Relay:
                     await self._hand_off(leg, verdict, None)
                     return
             out = self.seam.rewrite(chunk.obj, self.deps.clock())
+            stopped = out is not None and self._cutter is not None and cut_chunk(
+                self._cutter, out, "text" if self.request.endpoint == "completions"
+                else "content")
             if out is not None:
                 data = self._flush(last=False)
                 if Seam.terminal(out):
@@ -185,6 +195,29 @@ class Relay:
                 if data:
                     yield data
                 self.prewarm()
+            if stopped:
+                last = self._stopped(leg)
+                if last:
+                    yield last
+                return
+
+    def _stopped(self, leg: _Leg) -> bytes:
+        """The answer reached a stop its engine was not sent: it is whole (the engine is
+        stopped). When the client asked for usage, the held finish chunk goes out now and a
+        usage chunk (the prompt as counted, the tokens streamed) becomes the last one."""
+        self.seam.finished = True
+        leg.end(None, ok=True)
+        self.leg = None
+        finish = self._tail
+        if finish is None or not include_usage(self.request.body):
+            return b""
+        prompt = self.request.prompt_tokens
+        self._tail = {"id": finish.get("id"), "object": finish.get("object"),
+                      "created": finish.get("created"), "model": finish.get("model"),
+                      "choices": [], "usage": {"prompt_tokens": prompt,
+                                               "completion_tokens": self.seam.tokens,
+                                               "total_tokens": prompt + self.seam.tokens}}
+        return encode_json(finish)
 
     async def _ended(self, leg: _Leg) -> None:
         """``leg``'s body ended (``[DONE]`` or the end of the response): the answer is whole

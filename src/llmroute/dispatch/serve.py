@@ -26,6 +26,7 @@ from llmroute.fuse.degrade import (
 )
 from llmroute.errors import InvalidRequest
 from llmroute.fuse.shape import text_completion
+from llmroute.fuse.stops import cut_answer, pending_stops
 from llmroute.observe.trace import Recorder
 from llmroute.types import Backend, Candidate, ChatRequest, RoutePlan
 
@@ -57,8 +58,11 @@ async def complete(deps: Deps, request: ChatRequest, plan: RoutePlan,
     ordered = choice_capable(request, ordered)
     attempt, answer = await with_failover(deps, plan, Budget(ordered, plan.max_attempts, trace),
                                           call, request.prompt_tokens,
-                                          pending_prefill(deps, request))
+                                          pending_prefill(deps, request), request.body)
     attempt.succeed(output_tokens=_completion_tokens(answer))
+    stops = pending_stops(request.body, deps.client.learned, attempt.backend)
+    if stops is not None:  # its engine took the first stop only: the rest are cut here
+        answer = cut_answer(answer, stops)
     if request.endpoint == "completions":
         answer = text_completion(answer)
     return attempt.backend, answer

@@ -13,6 +13,7 @@ from llmroute.dispatch.deps import Deps
 from llmroute.dispatch.failover import with_failover
 from llmroute.dispatch.relay import Relay
 from llmroute.errors import ContextLengthExceeded, NoBackendAvailable
+from llmroute.fuse.stops import cut_answer, pending_stops
 from llmroute.observe.trace import Recorder
 from llmroute.policy.auth import Caller
 from llmroute.types import Backend, Candidate, ChatRequest, RoutePlan
@@ -53,13 +54,14 @@ class PoolLegs:
                                                     request.request_id)
         try:
             attempt, answer = await with_failover(self._deps, plan, budget, call,
-                                                  request.prompt_tokens)
+                                                  request.prompt_tokens, request.body)
         finally:
             self.left += budget.left
         usage = answer.get("usage")
         tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
         attempt.succeed(output_tokens=tokens if isinstance(tokens, int) else None)
-        return attempt.backend, answer
+        stops = pending_stops(request.body, self._deps.client.learned, attempt.backend)
+        return attempt.backend, answer if stops is None else cut_answer(answer, stops)
 
     async def stream(self, request: ChatRequest, pools: Sequence[str]
                      ) -> tuple[Backend, AsyncIterator[bytes]]:

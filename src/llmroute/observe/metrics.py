@@ -23,6 +23,8 @@ the config and strategy files, statuses are HTTP codes; never request ids or tex
 * ``llmroute_content_filter_hits_total{list, action, direction}`` — word-list matches
   (``direction``: ``input`` or ``output``) / ``llmroute_content_filter_reloads_total{outcome}``
   — word-list reloads, ``applied`` or ``invalid`` (the old lists kept);
+* ``llmroute_quirks_learned_total{backend, quirk}`` — request-body quirks learned from an
+  engine's refusal (``dispatch/adapt.py``);
 * ``llmroute_audit_dropped_total`` / ``llmroute_audit_failures_total`` — decision-audit
   records dropped (queue full) / batches the disk refused.
 """
@@ -129,6 +131,9 @@ class Metrics:
         self.decision = Histogram("llmroute_decision_duration_seconds", "Routing decision "
                                   "time per request: gate + strategy + anchor",
                                   buckets=GATE_BUCKETS, registry=r)
+        self.quirks_learned = Counter("llmroute_quirks_learned", "Request-body quirks "
+                                      "learned from an engine's refusal", ["backend", "quirk"],
+                                      registry=r)
         self.trace_store_dropped = Counter("llmroute_trace_store_dropped", "Traces not "
                                            "stored because the write queue was full",
                                            registry=r)

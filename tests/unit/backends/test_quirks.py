@@ -157,16 +157,19 @@ def test_the_budget_sent_is_the_smaller_one(max_tokens: int | None,
 ], ids=["vllm-stream-options", "openai-stream-options", "ollama-null-tool-turn"])
 async def test_each_kind_s_defaults_pass_its_engine_s_own_checks(engine, rule, body):
     """The body a kind's defaults shape passes the check its engine makes (the scripted
-    upstream refuses as the real one does: ``fakes/engine_rules.py``); without the
-    kind's quirk (``always`` / ``null``) the same request is that engine's 400."""
+    upstream refuses as the real one does: ``fakes/engine_rules.py``) the first time; without
+    the kind's quirk (``always`` / ``null``) the engine refuses it, and only the quirk learned
+    from that refusal (``dispatch/adapt.py``) saves the request, one round trip later."""
     async with serve_upstream(["ok"], rules=(rule,)) as up:
         cfg = make_config([{"id": "e", "pool": "p", "engine": engine, "base_url": up.base_url}])
         async with open_router(cfg) as (_, client):
             assert (await client.post("/v1/chat/completions", json=body)).status_code == 200
+        assert len(up.requests) == 1 and rule(up.requests[0], "/v1/chat/completions") is None
         undo = {"stream_options": "always"} if engine != "ollama" else \
             {"tool_call_content": "null"}
         cfg = make_config([{"id": "e", "pool": "p", "engine": engine, "base_url": up.base_url,
                             "quirks": undo}])
         async with open_router(cfg) as (_, client):
-            assert (await client.post("/v1/chat/completions", json=body)).status_code == 400
-    assert all("stream_options" not in r for r in up.requests[:1])
+            assert (await client.post("/v1/chat/completions", json=body)).status_code == 200
+        assert rule(up.requests[1], "/v1/chat/completions") is not None
+        assert rule(up.requests[2], "/v1/chat/completions") is None and len(up.requests) == 3
