@@ -65,7 +65,8 @@ class ChatRequest(NamedTuple):
     ``body`` is the client's JSON object as received (unknown fields kept, passed through);
     ``text`` is the concatenated prompt text the gate reads; ``prompt_tokens`` an estimate,
     or a backend tokenizer's count when ``prompt_counted`` (``policy/counting.py``);
-    ``max_tokens`` the requested output budget (None: engine default).
+    ``max_tokens`` the requested output budget (None: engine default); ``images`` the image
+    (non-text) content parts, which the estimate does not count (the count-tokens step does).
     """
 
     endpoint: Endpoint
@@ -79,6 +80,7 @@ class ChatRequest(NamedTuple):
     has_tools: bool = False
     turns: int = 1
     prompt_counted: bool = False
+    images: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,9 @@ refuses, in that engine's words.
 
 ``tokenize`` scripts the engine's ``POST /tokenize`` (vLLM's shape, ``{"count"}``; also
 llama-server's ``/apply-template``): an int answers that count, ``("hang", s)`` waits s
-seconds first; the bodies it received are in ``tokenized``.
+seconds first, ``"chatml"`` renders ``/apply-template`` as llama-server does with SmolLM2's
+chat template (``chatml``) and counts ``/tokenize`` by ``chatml_tokens``; the bodies it
+received are in ``tokenized``.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -177,12 +180,40 @@ async def _tokenize(request: web.Request) -> web.StreamResponse:
     up.tokenized.append(await request.json())
     if isinstance(up.tokenize, tuple):
         await asyncio.sleep(up.tokenize[1])
-    if request.path == "/apply-template":
-        return web.json_response({"prompt": "<rendered>"})
     body = up.tokenized[-1]
+    if request.path == "/apply-template":
+        rendered = chatml(body["messages"]) if up.tokenize == "chatml" else "<rendered>"
+        return web.json_response({"prompt": rendered})
+    if up.tokenize == "chatml":
+        return web.json_response({"tokens": [1] * chatml_tokens(body["content"])})
     if "content" in body:  # llama-server's shape: the tokens only
         return web.json_response({"tokens": [1] * up.tokenize})
     return web.json_response({"count": up.tokenize, "max_model_len": 4096})
+
+
+SMOLLM2_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+
+
+def chatml(messages: list[dict[str, Any]]) -> str:
+    """``messages`` rendered as llama-server's ``/apply-template`` renders them with
+    SmolLM2-135M-Instruct's chat template (its GGUF's ``tokenizer.chat_template``): a default
+    system message when the first is not one, ``<|im_start|>role\ncontent<|im_end|>\n``
+    each, then the generation prompt."""
+    head = "" if messages and messages[0].get("role") == "system" else \
+        f"<|im_start|>system\n{SMOLLM2_SYSTEM}<|im_end|>\n"
+    turns = "".join(f"<|im_start|>{m['role']}\n{m.get('content') or ''}<|im_end|>\n"
+                    for m in messages)
+    return head + turns + "<|im_start|>assistant\n"
+
+
+_PIECES = re.compile(r"<\|im_(?:start|end)\|>|\w+|[^\w\s]|\n")
+
+
+def chatml_tokens(text: str) -> int:
+    """A count of ``text`` close to SmolLM2's tokenizer on such prompts: a token per special
+    marker, word, punctuation mark and newline (the real one: 31 for "hi" rendered above,
+    where this gives 27)."""
+    return len(_PIECES.findall(text))
 
 
 async def _stream(request: web.Request, up: Upstream, step: Any,

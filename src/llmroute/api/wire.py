@@ -141,16 +141,20 @@ def parse_chat(body: Any, request_id: str) -> ChatRequest:
     """Validate a chat body into a ChatRequest. Raises InvalidRequest naming the field."""
     wire = validate(ChatCompletionRequest, body)
     texts: list[str] = []
-    user_turns = 0
+    user_turns = images = 0
     for m in wire.messages:
         content = m.content
-        texts.append(content if isinstance(content, str) else m.text())
+        if isinstance(content, str):
+            texts.append(content)
+        else:
+            texts.append(m.text())
+            images += sum(p.type != "text" for p in content or ())
         user_turns += m.role == "user"
     return ChatRequest(
         endpoint="chat", body=body, model=wire.model, stream=wire.stream,
         text="\n".join(texts), prompt_tokens=estimate_chat_tokens(texts),
         max_tokens=wire.max_completion_tokens or wire.max_tokens, request_id=request_id,
-        has_tools=bool(wire.tools), turns=max(user_turns, 1))
+        has_tools=bool(wire.tools), turns=max(user_turns, 1), images=images)
 
 
 def parse_completion(body: Any, request_id: str) -> ChatRequest:

@@ -1,6 +1,7 @@
 """The parts of a served Runtime that belong to its backend set: its signal collector
-(polling each backend's ``/metrics``), its strategy watcher and its subscriptions to the
-engines' KV-cache events (the backends with a ``kv_events`` endpoint).
+(polling each backend's ``/metrics``), its strategy watcher, its subscriptions to the
+engines' KV-cache events (the backends with a ``kv_events`` endpoint) and the learning of
+its chat templates' tokens (``policy/template.py``).
 
 ``llmroute serve`` opens them for the first Runtime; a reload (``assemble/reload.py``)
 opens them for the new Runtime and retires the old one's once its requests have drained.
@@ -48,6 +49,8 @@ class Generations:
             collector.start()
             stack.push_async_callback(collector.stop)
             await stack.enter_async_context(watch_strategies(rt.config, rt.strategy))
+            if rt.tokens is not None:  # what each backend's chat template adds, once
+                await stack.enter_async_context(rt.tokens.templates.keep_learning())
         except BaseException:
             await stack.aclose()
             raise

@@ -32,6 +32,7 @@ from dataclasses import replace
 from typing import Any
 
 from llmroute.backends.engines import Quirks, engine_kind
+from llmroute.types import Backend, ChatRequest
 
 Body = dict[str, Any]
 Step = Callable[[Body], None]
@@ -94,6 +95,25 @@ def shaper(model: str, quirks: Quirks) -> Shaper | None:
     if message is not None:
         steps.append(message)
     return Shaper(model, quirks, tuple(steps))
+
+
+def smaller_budget(request: ChatRequest) -> int | None:
+    """The output budget ``request`` carries to an engine that reads ``max_tokens`` alone
+    (``budget_field`` set: llama.cpp, Ollama): the smaller of ``max_tokens`` /
+    ``max_completion_tokens`` (what ``_budget_in`` sends), where every other engine reads
+    ``max_completion_tokens or max_tokens`` (``request.max_tokens``). None: neither given."""
+    body = request.body
+    given = [v for v in (body.get("max_tokens"), body.get("max_completion_tokens"))
+             if isinstance(v, int) and not isinstance(v, bool)]
+    return min(given) if given else request.max_tokens
+
+
+def carried_budget(request: ChatRequest, backend: Backend) -> int | None:
+    """The output budget ``request`` carries to ``backend`` (``smaller_budget`` when its
+    engine reads ``max_tokens`` alone, else ``request.max_tokens``)."""
+    if quirks_of(backend.shape).budget_field is None:
+        return request.max_tokens
+    return smaller_budget(request)
 
 
 def _budget_in(field: str) -> Step:

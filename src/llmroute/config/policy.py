@@ -247,10 +247,19 @@ class TokensConfig(Strict):
     ``timeout_ms`` (falling back to the estimate, noted in the trace), cached per (backend
     model, prompt digest) for the last ``cache_size`` prompts. ``auto_clamp_max_tokens``:
     a request whose ``max_tokens`` does not fit gets ``max_tokens`` lowered to what fits
-    instead of a 400 (when at least ``min_output_tokens`` still fit)."""
+    instead of a 400 (when at least ``min_output_tokens`` still fit). ``template_tokens``:
+    what a chat template may add to a chat (default system prompt, generation prompt) for a
+    backend whose own is not learned (``policy/template.py``: learned from each engine's
+    tokenizer at start; Ollama and hosted APIs have none); ``image_tokens``: an image part's
+    tokens, a stated upper bound (LLaVA-NeXT's most, 5 × 576 = 2,880, is above OpenAI's
+    high-detail rule, at most 85 + 170 × 8 tiles = 1,445, and Gemma 3's 256, LLaVA-1.5's 576,
+    Llama 3.2 Vision's 1,601; raise it for models that tile without a cap, such as
+    Qwen2-VL at a large ``max_pixels``)."""
 
     margin: float = Field(0.25, ge=0, le=10)
     timeout_ms: float = Field(50.0, gt=0, le=60_000)
     cache_size: int = Field(1024, ge=0, le=1_000_000)
     auto_clamp_max_tokens: bool = False
     min_output_tokens: int = Field(16, ge=1)
+    template_tokens: int = Field(64, ge=0, le=100_000)
+    image_tokens: int = Field(2880, ge=0, le=1_000_000)

@@ -1,5 +1,5 @@
-"""Context fit: prompt tokens + requested output tokens must fit the backend's context, and
-under KV-cache pressure the usable context shrinks."""
+"""Context fit: prompt tokens + the output tokens the request carries to the backend must
+fit its context, and under KV-cache pressure the usable context shrinks."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 
 from llmroute.anchor.protocol import AnchorContext
+from llmroute.backends.quirks import carried_budget
 from llmroute.types import Backend
 
 
@@ -26,7 +27,8 @@ def usable_context(context_length: int, kv_usage: float | None, threshold: float
 
 
 class ContextFitFilter:
-    """Keeps backends with ``prompt_tokens + max_tokens ≤ context_length`` (tokens); among
+    """Keeps backends with ``prompt_tokens + max_tokens ≤ context_length`` (tokens; the
+    ``max_tokens`` the request carries to that backend: ``quirks.carried_budget``); among
     them, prefers those where it also fits the KV-pressure ``usable_context`` (fresh KV
     usage from ``ctx.snapshot.engines``). When pressure would drop every backend that fits,
     those are kept (pressure passes; a refusal would not). Without ``max_tokens`` the
@@ -46,11 +48,17 @@ class ContextFitFilter:
         easy = [b for b in candidates if anywhere <= b.context_length]
         if len(easy) == len(candidates):
             return easy
-        fits = [b for b in candidates if need <= b.context_length]
-        roomy = [b for b in fits
-                 if need <= b.context_length * self._min_fraction  # fits at any pressure
-                 or need <= self._usable(ctx, b)]
-        return roomy or fits
+        needs = [self._need(ctx, b) for b in candidates]
+        fits = [(b, n) for b, n in zip(candidates, needs) if n <= b.context_length]
+        roomy = [b for b, n in fits
+                 if n <= b.context_length * self._min_fraction  # fits at any pressure
+                 or n <= self._usable(ctx, b)]
+        return roomy or [b for b, _ in fits]
+
+    def _need(self, ctx: AnchorContext, b: Backend) -> int:
+        """Prompt tokens plus the output budget the request carries to ``b`` (the smaller
+        one for an engine that reads ``max_tokens`` alone: ``quirks.carried_budget``)."""
+        return ctx.request.prompt_tokens + (carried_budget(ctx.request, b) or self._min_output)
 
     def _usable(self, ctx: AnchorContext, b: Backend) -> int:
         e = ctx.snapshot.engines.get(b.id)
