@@ -1,7 +1,9 @@
 """Faults benchmark: N concurrent streams through the real router (``create_app`` served by
 uvicorn) over three scripted engines (``bench/lib/faulty.py``) that, per request, cut the
-connection at a random byte offset, stall past the stall bound, answer 500, or end the body
-cleanly before any ``finish_reason``.
+connection at a random byte offset, stall past the stall bound, answer 500, end the body
+cleanly before any ``finish_reason``, or crawl (``slow``: 3 words a second after the first,
+under the router's 5 tokens/s floor over 0.5 s, ``fuse.slow``, yet every word inside the
+stall bound).
 
 The router, the engines and the clients run in three processes, as they would in a real
 deployment: in one event loop the clients' and engines' own work delayed the router's timers
@@ -23,7 +25,15 @@ It used to be the stream's longest silence from the request on, which also count
 router's queueing of the burst before any fault: that is now ``p95_first_event_unfaulted_s``
 (request → first event of streams no fault touched), the same run's baseline. A silence
 spanning several faults (a stall whose fallback answers 500, …) sums several recoveries and
-is reported apart (``p95_multi_fault_recovery_s``). ``loop_lag_p99_ms``: how late each
+is reported apart (``p95_multi_fault_recovery_s``). A crawl keeps sending, so its recovery
+is timed to the first event the next backend sent (the event after the handoff's
+``at_token`` in the stream's ``llmroute`` field): ``slow_p95_recovery_s`` (target ≤ 1.5 s);
+``slow_recovered`` counts crawls the router dealt with: handed off and followed by an event
+from the next backend (its continuation, or an honest error event when that one failed
+too), or, on the request's last candidate with nowhere to go, finished at its own pace with
+the exact text, or ended by an honest error event (whose stream lists no handoffs: a later
+fault spent the budget) (target: all of ``slow_faults``); ``slow_handoffs`` those handed
+off and listed. ``loop_lag_p99_ms``: how late each
 process's event loop woke for a 10 ms timer (router, engines, clients): a starving process
 shows there. ``--quick``: 60 streams (default 200). The last line is ``RESULT {json}``.
 """
@@ -56,13 +66,14 @@ from fault_procs import (  # noqa: E402
 )
 from faulty import FAULTS, REPLY  # noqa: E402
 
-WEIGHTS = (0.5, 0.2, 0.1, 0.1, 0.1)  # ok, cut, stall, 500, end
+WEIGHTS = (0.5, 0.2, 0.1, 0.1, 0.1, 0.1)  # ok, cut, stall, 500, end, slow
 
 
 @dataclass
 class Seen:
     """One client stream: text, finish_reason, [DONE], error, when it was sent (``asked``) and
-    when each event arrived (``arrivals``), ``time.monotonic()`` seconds."""
+    when each event arrived (``arrivals``), ``time.monotonic()`` seconds, and the handoffs
+    its last chunk listed."""
 
     text: str = ""
     finish: str | None = None
@@ -70,6 +81,7 @@ class Seen:
     error: bool = False
     asked: float = 0.0
     arrivals: list[float] = field(default_factory=list)
+    handoffs: list[dict[str, Any]] = field(default_factory=list)
 
 
 async def _client(session: aiohttp.ClientSession, url: str, i: int) -> Seen:
@@ -100,6 +112,7 @@ def _absorb(seen: Seen, line: str) -> None:
     obj = json.loads(data)
     if "error" in obj:
         seen.error = True
+    seen.handoffs = (obj.get("llmroute") or {}).get("handoffs") or seen.handoffs
     for choice in obj.get("choices") or []:
         seen.text += (choice.get("delta") or {}).get("content") or ""
         seen.finish = choice.get("finish_reason") or seen.finish
@@ -149,6 +162,7 @@ def _figures(seen: list[Seen], log: Log, wall: float) -> dict[str, Any]:
     calm = [s.arrivals[0] - s.asked for i, s in enumerate(seen)
             if f"stream {i}" not in struck and s.arrivals]
     target = max(TTFT_S, STALL_S) + 0.5
+    single = [(f, r) for f, r in single if f != "slow"]  # a crawl is timed apart
     p95 = _p95([r for _, r in single])
     return {
         "streams": len(seen), "complete": len(complete),
@@ -160,9 +174,10 @@ def _figures(seen: list[Seen], log: Log, wall: float) -> dict[str, Any]:
         "upstream_faults": {f: sum(x[1] == f for x in log) for f in FAULTS},
         "p95_recovery_s": round(p95, 3),
         "p95_recovery_by_fault_s": {f: round(_p95([r for k, r in single if k == f]), 3)
-                                    for f in FAULTS[1:]},
+                                    for f in FAULTS[1:] if f != "slow"},
         "p95_multi_fault_recovery_s": round(_p95(multi), 3),
         "p95_first_event_unfaulted_s": round(_p95(calm), 3),
+        **_slow(seen, log),
         "recovery_target_s": target, "recovery_vs_target": round(p95 / target, 2),
         "wall_s": round(wall, 2)}
 
@@ -193,6 +208,31 @@ def _recoveries(seen: list[Seen], log: Log) -> tuple[list[tuple[str, float]], li
             else:
                 multi.append(took)
     return single, multi
+
+
+def _slow(seen: list[Seen], log: Log) -> dict[str, Any]:
+    """The crawls' figures (module docstring): per stream, its k-th crawl is matched with its
+    k-th ``slow`` handoff, whose first event from the next backend is the stream's event
+    number ``at_token``."""
+    crawls: dict[int, list[float]] = {}
+    for marker, fault, _, at in log:
+        if fault == "slow" and at is not None:
+            crawls.setdefault(int(marker.split()[-1]), []).append(at)
+    recovered = handed = 0
+    took: list[float] = []
+    for i, ats in crawls.items():
+        s = seen[i]
+        slow = [h for h in s.handoffs if h.get("reason") == "slow"]
+        for at, h in zip(sorted(ats), slow):
+            handed += 1
+            if h["at_token"] < len(s.arrivals):
+                took.append(s.arrivals[h["at_token"]] - at)
+                recovered += 1
+        left = len(ats) - len(slow)  # not listed: on the last candidate, or the stream
+        whole = s.finish and s.done and s.text == REPLY  # ended by an error event (which
+        recovered += left if left > 0 and (whole or s.error) else 0  # lists no handoffs)
+    return {"slow_faults": sum(map(len, crawls.values())), "slow_recovered": recovered,
+            "slow_handoffs": handed, "slow_p95_recovery_s": round(_p95(took), 3)}
 
 
 IN_FLIGHT_S = 0.25

@@ -21,14 +21,16 @@ from llmroute.assemble.runtime import make_backends, wire
 from llmroute.config import Config
 
 TTFT_S, STALL_S = 1.0, 0.5
+SLOW_FLOOR_TPS, SLOW_WINDOW_S = 5.0, 0.5
 
 
 def config(urls: list[str]) -> Config:
     """The router's configuration over engines at ``urls``: one pool, the bench's TTFT and
-    stall bounds, three attempts per request."""
+    stall bounds, the slow-stream floor, three attempts per request."""
     return Config.model_validate({
         "pools": {"general": {}}, "routing": {"default_pool": "general"},
         "gate": {"kind": "off"},
+        "fuse": {"slow": {"min_tokens_per_s": SLOW_FLOOR_TPS, "window_s": SLOW_WINDOW_S}},
         "timeouts": {"ttft_s": TTFT_S, "stall_s": STALL_S, "total_s": 30},
         "retry": {"max_attempts": 3},
         "backends": [{"id": f"e{i}", "pool": "general", "engine": "vllm", "base_url": u}

@@ -3,8 +3,10 @@
 Every streamed request draws one fault (seeded ``random.Random``): ``ok`` (the answer in
 word chunks ``DELAY_S`` apart, a ``finish_reason`` chunk, ``[DONE]``), ``cut`` (the same
 bytes cut at a random byte offset, then the connection is dropped), ``stall`` (one chunk,
-then silence for ``hold_s``), ``500`` (an error answer before any byte) or ``end`` (every
-content chunk, then a clean end of the body: no ``finish_reason``, no ``[DONE]``). A request whose
+then silence for ``hold_s``), ``500`` (an error answer before any byte), ``end`` (every
+content chunk, then a clean end of the body: no ``finish_reason``, no ``[DONE]``) or
+``slow`` (one chunk, then the rest at ``SLOW_TPS`` words a second: every word inside the
+stall bound, the answer far too slow). A request whose
 last message is an assistant prefix of ``REPLY`` (a continuation) is answered with the rest
 of ``REPLY``; any other prefix gets all of it (a restart, which the bench counts as
 duplicated text). ``log`` keeps ``(marker, fault, at, fault_at)`` per request, ``marker``
@@ -26,7 +28,8 @@ from aiohttp import web
 REPLY = ("The quick brown fox jumps over the lazy dog while the five boxing wizards jump "
          "quickly and a sphinx of black quartz judges my vow.")
 DELAY_S = 0.005
-FAULTS = ("ok", "cut", "stall", "500", "end")
+SLOW_TPS = 3.0
+FAULTS = ("ok", "cut", "stall", "500", "end", "slow")
 
 
 def _chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
@@ -96,8 +99,13 @@ class Faulty:
                     request.transport.close()
                 entry[3] = time.monotonic()
                 return
-            await resp.write(event)
+            try:
+                await resp.write(event)
+            except ConnectionResetError:  # a crawl the router handed off: it hung up
+                return
             sent += len(event)
-            await asyncio.sleep(DELAY_S)
+            if fault == "slow" and i == 0:
+                entry[3] = time.monotonic()  # the crawl begins after the first word
+            await asyncio.sleep(1 / SLOW_TPS if fault == "slow" else DELAY_S)
         if fault == "end":
             entry[3] = time.monotonic()

@@ -142,7 +142,8 @@ class UpstreamConnectError(BackendError):
 
 
 class UpstreamTimeout(BackendError):
-    """A timeout expired; ``phase`` is ``connect``, ``ttft``, ``stall`` or ``total``."""
+    """A timeout expired; ``phase`` is ``connect``, ``ttft``, ``stall``, ``total``, or
+    ``slow`` (a stream too slow to finish in time: ``fuse/pace.py``)."""
 
     status = 504
     code = "upstream_timeout"

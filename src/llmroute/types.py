@@ -66,7 +66,9 @@ class ChatRequest(NamedTuple):
     ``text`` is the concatenated prompt text the gate reads; ``prompt_tokens`` an estimate,
     or a backend tokenizer's count when ``prompt_counted`` (``policy/counting.py``);
     ``max_tokens`` the requested output budget (None: engine default); ``images`` the image
-    (non-text) content parts, which the estimate does not count (the count-tokens step does).
+    (non-text) content parts, which the estimate does not count (the count-tokens step does);
+    ``finish_by`` when a streamed answer should be whole (monotonic clock s, from its
+    priority class's ``e2e_target_s``; None: no deadline).
     """
 
     endpoint: Endpoint
@@ -81,6 +83,7 @@ class ChatRequest(NamedTuple):
     turns: int = 1
     prompt_counted: bool = False
     images: int = 0
+    finish_by: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

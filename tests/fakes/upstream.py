@@ -17,7 +17,9 @@ as an engine in ``CONTEXT_ERRORS`` words it),
 ``[DONE]``, as a crashing proxy terminates a chunked body), ``("keepalive", s)`` (one chunk,
 then only ``: keep-alive`` comments every 50 ms for s seconds, then the rest),
 ``("keepalive_ttft", s)`` (the comments for s seconds before the first chunk),
-``empty_data`` (an event with an empty ``data:`` line between two chunks), ``("raw", events)``
+``empty_data`` (an event with an empty ``data:`` line between two chunks),
+``("slow", n, tps)`` (n words at the usual pace, then the rest at ``tps`` words a second: a
+stream that never stalls but crawls), ``("raw", events)``
 (each item of ``events`` — a dict sent as JSON, or a str sent as is — as one ``data:`` event,
 then ``[DONE]``; a non-streamed request gets the first dict as its JSON answer).
 
@@ -291,8 +293,9 @@ async def _play(resp: web.StreamResponse, up: Upstream, kind: str, step: Any,
     if kind == "inband":
         await resp.write(b'data: {"error": {"message": "engine exploded"}}\n\n')
         return
-    for w, lp in zip(words[1:], lps[1:], strict=True):
-        await asyncio.sleep(0.005)
+    for i, (w, lp) in enumerate(zip(words[1:], lps[1:], strict=True), 1):
+        slow = kind == "slow" and i >= step[1]
+        await asyncio.sleep(1 / step[2] if slow else 0.005)
         await resp.write(_chunk(w, lps=lp, cid=cid))
     await resp.write(_chunk(None, "stop", cid=cid))
     if (body.get("stream_options") or {}).get("include_usage"):

@@ -28,6 +28,7 @@ from llmroute.config.root import (
     PoolConfig,
     RetryConfig,
     RoutingConfig,
+    SlowConfig,
     StrategiesConfig,
     TimeoutConfig,
     load_config,
@@ -36,5 +37,6 @@ from llmroute.config.root import (
 
 __all__ = ["EMBEDDED", "RELOADED_SECTIONS", "AnchorConfig", "BackendConfig", "BreakerConfig",
            "Config", "DegradationConfig", "EntropyConfig", "FuseConfig", "GateConfig",
-           "PoolConfig", "RetryConfig", "RoutingConfig", "StrategiesConfig", "TimeoutConfig",
+           "PoolConfig", "RetryConfig", "RoutingConfig", "SlowConfig", "StrategiesConfig",
+           "TimeoutConfig",
            "load_config", "parse_config"]

@@ -188,10 +188,13 @@ def redis_url_problem(url: str) -> str | None:
 
 class PriorityClassConfig(Strict):
     """One SLO priority class: its ``name`` and its time-to-first-token target in seconds
-    (``ttft_target_s``: a request's deadline is its arrival plus this)."""
+    (``ttft_target_s``: a request's deadline is its arrival plus this); ``e2e_target_s``
+    (None: none), the seconds from arrival by which a streamed answer should be whole — a
+    stream whose projected finish misses it is handed off (``fuse/pace.py``)."""
 
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
     ttft_target_s: float = Field(gt=0)
+    e2e_target_s: float | None = Field(None, gt=0)
 
 
 class WatermarksConfig(Strict):

@@ -86,6 +86,15 @@ class EntropyConfig(Strict):
     run_tokens: int = Field(3, ge=1)
 
 
+class SlowConfig(Strict):
+    """The slow-stream trigger (``fuse/pace.py``): hand a stream off when, over the last
+    ``window_s`` seconds, it brought fewer than ``min_tokens_per_s`` tokens a second (None:
+    no floor), or when its projected finish misses its priority class's ``e2e_target_s``."""
+
+    min_tokens_per_s: float | None = Field(None, gt=0)
+    window_s: float = Field(2.0, gt=0, le=600)
+
+
 class DegradationConfig(Strict):
     """Degradation tiers for the pool a strategy plans, by its health (0–1, see
     ``fuse/degrade.py``):
@@ -106,7 +115,8 @@ class FuseConfig(Strict):
     ``events_path`` is the SQLite file for fuse events (``:memory:`` keeps them in memory);
     ``prewarm`` keeps the next candidate's prompt cache warm (the conversation plus the text
     so far, re-sent every ``prewarm_tokens`` streamed tokens; see ``dispatch/relay.py``) so a
-    handoff's continuation prefills only the last few tokens."""
+    handoff's continuation prefills only the last few tokens; ``slow`` the slow-stream
+    trigger."""
 
     enabled: bool = True
     prewarm: bool = False
@@ -116,6 +126,7 @@ class FuseConfig(Strict):
     pools: dict[str, EntropyConfig] = {}
     degradation: dict[str, DegradationConfig] = {}
     events_path: str = ":memory:"
+    slow: SlowConfig = SlowConfig()
 
     def for_pool(self, pool: str) -> EntropyConfig:
         """The entropy trigger settings for ``pool``."""

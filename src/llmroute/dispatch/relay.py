@@ -9,8 +9,11 @@ flight is never continued by another engine: a failure then ends the stream with
 event, and an entropy trigger is ignored until the call is finished. When no backend can
 continue, the stream ends with an OpenAI-shaped error event, never a fake clean stop; it
 carries the failure that began the handoffs, not a fallback's own failure to continue.
-Every handoff and dead end is counted (``observe/metrics.py``) and stored
-(``observe/fuse_events.py``). Each leg opens with pre-first-byte failover
+A stream that keeps moving but too slowly to finish in time (``fuse/pace.py``: under
+``fuse.slow.min_tokens_per_s`` over its window, or projected past its priority class's
+``e2e_target_s``) is handed off like a stall (reason ``slow``), when another backend can
+continue it. Every handoff and dead end is counted (``observe/metrics.py``), stored
+(``observe/fuse_events.py``) and logged with the request's id. Each leg opens with pre-first-byte failover
 (``failover.with_failover``) inside the request's one attempt budget; its ``Attempt`` is
 settled when the leg ends.
 """
@@ -37,12 +40,14 @@ from llmroute.errors import (
     NoBackendAvailable,
     UpstreamConnectError,
     UpstreamProtocolError,
+    UpstreamTimeout,
     to_openai,
 )
 from llmroute.fuse.arming import entropy_armed
 from llmroute.fuse.entropy import chunk_entropies
 from llmroute.fuse.handoff import can_continue, echoed_text, leg_body
 from llmroute.fuse.monitor import Fuse
+from llmroute.fuse.pace import Pace, pace_for
 from llmroute.fuse.retry import failure_reason, is_context_overflow
 from llmroute.fuse.seam import Seam, client_top_logprobs, include_usage
 from llmroute.fuse.stops import StopCutter, cut_chunk, pending_stops
@@ -56,13 +61,15 @@ _WARM_DROPS = ("stream", "stream_options", "max_tokens", "max_completion_tokens"
 
 @dataclass(slots=True)
 class _Leg:
-    """One backend's part of a streamed answer: its attempt, upstream request and fuse."""
+    """One backend's part of a streamed answer: its attempt, upstream request, fuse and
+    pace (``fuse/pace.py``; None: nothing to watch)."""
 
     attempt: Attempt
     upstream: UpstreamStream
     chunks: AsyncIterator[Chunk]
     first: Chunk | None
     fuse: Fuse
+    pace: Pace | None = None
 
     def end(self, err: BackendError | None = None, ok: bool = False,
             to_breaker: bool = True) -> None:
@@ -107,7 +114,9 @@ class Relay:
             self.request.prompt_tokens + self.seam.tokens,
             pending_prefill(self.deps, self.request, self.seam.tokens), self.request.body)
         attempt.first_token()
-        self.leg = _Leg(attempt, upstream, chunks, first, self._fuse(attempt.backend))
+        self.leg = _Leg(attempt, upstream, chunks, first, self._fuse(attempt.backend),
+                        pace_for(self.deps.fuse.slow, self.request.finish_by,
+                                 self.request.max_tokens, self.deps.clock(), self.seam.tokens))
         if self._cutter is None:
             stops = pending_stops(self.request.body, self.deps.client.learned, attempt.backend)
             self._cutter = None if stops is None else StopCutter(stops)
@@ -161,7 +170,8 @@ class Relay:
             await self.deps.client.complete(backend, "chat", body,
                                             self.request.request_id + "-warm")
         except BackendError as err:
-            log.info("prewarm_failed", backend=backend.id, error=err.message)
+            log.info("prewarm_failed", backend=backend.id, error=err.message,
+                     request_id=self.request.request_id)
 
     async def _drain(self, leg: _Leg) -> AsyncIterator[bytes]:
         """Relay ``leg`` until it ends (``self.leg`` becomes None) or hands off (``self.leg``
@@ -200,6 +210,21 @@ class Relay:
                 if last:
                     yield last
                 return
+            if leg.pace is not None and self._too_slow(leg):
+                await self._hand_off(leg, FuseVerdict(True, "slow", leg.fuse.window),
+                                     UpstreamTimeout("the engine streamed too slowly to "
+                                                     "finish in time", phase="slow",
+                                                     backend_id=leg.attempt.backend.id))
+                return
+
+    def _too_slow(self, leg: _Leg) -> bool:
+        """``leg``'s pace misses its floor or deadline (``fuse/pace.py``) and another
+        backend can continue the answer (a slow answer beats none: with nowhere to go the
+        leg streams on)."""
+        assert leg.pace is not None
+        return (not self.seam.finished and leg.pace.slow(self.deps.clock(), self.seam.tokens)
+                and self._can_continue() and self.budget.peek() is not None
+                and can_continue(self.request.body, self.request.endpoint, self.seam.text))
 
     def _stopped(self, leg: _Leg) -> bytes:
         """The answer reached a stop its engine was not sent: it is whole (the engine is
@@ -291,7 +316,8 @@ class Relay:
         counter = self.deps.metrics.handoffs if to is not None else self.deps.metrics.dead_ends
         counter.labels(backend.id, reason).inc()
         log.warning("fuse_" + kind, backend=backend.id, to=to.id if to else None,
-                    reason=reason, at_token=self.seam.tokens)
+                    reason=reason, at_token=self.seam.tokens,
+                    request_id=self.request.request_id)
         if self.budget.trace is not None:
             self.budget.trace.handoff(backend.id, to.id if to else None, reason,
                                       self.seam.tokens, verdict.window)

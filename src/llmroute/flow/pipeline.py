@@ -96,6 +96,8 @@ async def route(rt: Runtime, request: ChatRequest, caller: Caller | None = None,
     run = server or serve
     gate = rt.priority
     klass = None if gate is None else gate.classify(caller and caller.key, headers)  # 400
+    if klass is not None and klass.e2e_target_s is not None and request.stream:
+        request = request._replace(finish_by=rt.clock() + klass.e2e_target_s)
     if caller is None or rt.policy is None:
         if gate is None or klass is None:
             return await run(rt, request, None, headers, trace)

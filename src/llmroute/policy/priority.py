@@ -33,11 +33,13 @@ EWMA_ALPHA = 0.2
 
 @dataclass(frozen=True, slots=True)
 class PriorityClass:
-    """A class: ``name``, ``rank`` (0 = highest) and TTFT target (seconds)."""
+    """A class: ``name``, ``rank`` (0 = highest), TTFT target and end-to-end target (seconds;
+    None: none)."""
 
     name: str
     rank: int
     ttft_target_s: float
+    e2e_target_s: float | None = None
 
 
 @dataclass(eq=False)
@@ -113,7 +115,7 @@ class AdmissionQueue:
 def build_classes(config: PriorityConfig) -> tuple[dict[str, PriorityClass], PriorityClass]:
     """The configured classes by name, and the default one (``default_class``, else
     ``standard`` when configured, else the lowest). Raises ValueError with no classes."""
-    classes = {c.name: PriorityClass(c.name, i, c.ttft_target_s)
+    classes = {c.name: PriorityClass(c.name, i, c.ttft_target_s, c.e2e_target_s)
                for i, c in enumerate(config.classes)}
     if not classes:
         raise ValueError("no priority classes configured")

@@ -1,6 +1,7 @@
 """bench/faults.py: its stream classification, and a small run over engines that cut,
-stall, answer 500 and end the body early without a ``finish_reason`` (the router must lose
-no stream, pass no cut answer off as complete and splice every seam exactly)."""
+stall, answer 500, end the body early without a ``finish_reason`` and crawl (the router must
+lose no stream, pass no cut answer off as complete, splice every seam exactly and deal with
+every crawl)."""
 
 from __future__ import annotations
 
@@ -29,9 +30,10 @@ def test_a_stream_is_classified_by_what_it_received():
 
 
 async def test_cuts_stalls_500s_and_early_ends_lose_no_stream_and_no_seam_text():
-    result = await faults.run(24, seed=3, weights=(0.35, 0.25, 0.1, 0.1, 0.2))
+    result = await faults.run(24, seed=3, weights=(0.35, 0.25, 0.1, 0.1, 0.2, 0.15))
     assert result["streams"] == 24 and result["faults_recovered"] > 0
-    assert result["upstream_faults"]["end"] > 0
+    assert result["upstream_faults"]["end"] > 0 and result["slow_faults"] > 0
+    assert result["slow_recovered"] == result["slow_faults"], result
     assert (result["lost_streams"], result["false_complete_streams"],
             result["duplicated_or_missing_seam_text"]) == (0, 0, 0), result
     assert result["p95_recovery_s"] <= result["recovery_target_s"]
@@ -48,3 +50,13 @@ def test_recovery_runs_from_the_fault_and_counts_bytes_still_in_flight():
     single, multi = faults._recoveries([stall, failed], log)
     assert [(k, round(r, 3)) for k, r in single] == [("stall", 0.55), ("500", 0.2)]
     assert multi == []
+
+
+def test_a_crawl_is_timed_to_the_next_backend_s_first_event():
+    """A crawl struck at t=1.0 on stream 0; the router handed off after the client had 2
+    tokens, so the client's event 2 (at 1.7) is the next backend's first: 0.7 s."""
+    crawl = faults.Seen(asked=0.9, arrivals=[0.95, 1.3, 1.7, 1.71], finish="stop", done=True,
+                        text=faults.REPLY, handoffs=[{"reason": "slow", "at_token": 2}])
+    slow = faults._slow([crawl], [("stream 0", "slow", 0.9, 1.0)])
+    assert slow == {"slow_faults": 1, "slow_recovered": 1, "slow_handoffs": 1,
+                    "slow_p95_recovery_s": 0.7}
