@@ -3,8 +3,11 @@
 Answers ``{"query", "intent": {label, confidence, runners_up, conflict, entropy, composite,
 source}, "complexity", "strategy": {strategy_id, version, kind, header}, "plan": {pool,
 reason, backend_ids, fallback_ids, max_attempts}, "backend", "candidates": [{"backend",
-"score", "scores"}, …], "detail": {"kind", …}, "trial": null | {…}}``; ``backend`` is the
-would-be first choice; ``detail`` is the serving strategy's own multi-step plan (its kind's
+"score", "scores", "predicted_ms"}, …], "predicted_ms": {"ttft", "per_output_token",
+"latency"}, "detail": {"kind", …}, "trial": null | {…}}``; ``backend`` is the
+would-be first choice and ``predicted_ms`` its predicted latency in ms for the query's
+prompt and an ``output_tokens``-token answer (query parameter, default 256; each candidate
+has its own: ``anchor/predict.py``; null where the router has not seen the backend yet); ``detail`` is the serving strategy's own multi-step plan (its kind's
 ``describe()``: pipeline steps, cascade pools and the pool this query would start on, fusion
 voters, verify's check, human's message …) and ``trial`` the split or shadow that picked
 it (arms and shares, the arm this query takes and its sticky key; see
@@ -19,6 +22,7 @@ from dataclasses import asdict
 from starlette.requests import Request
 from starlette.responses import Response
 
+from llmroute.anchor.predict import predicted_ms
 from llmroute.flow import pipeline
 from llmroute.api.responses import json_response
 from llmroute.errors import InvalidRequest
@@ -38,10 +42,14 @@ async def debug_route(request: Request) -> Response:
     if query is None:
         raise InvalidRequest("query parameter 'query' is required", param="query")
     chat = prompt_request(query)
+    output = _output_tokens(request.query_params.get("output_tokens"))
     intent = await rt.gate.classify(chat)
     d = await pipeline.decide(rt, chat, intent, headers=request.headers)
     s = d.strategy
     view = _describe(rt, request, chat, intent, s)
+    stats = rt.stats.snapshot(rt.clock()).stats
+    predicted = [predicted_ms(stats.get(c.backend.id), chat.prompt_tokens, output)
+                 for c in d.candidates]
     return json_response({
         "query": query,
         "intent": {k: v for k, v in asdict(intent).items() if k != "complexity"},
@@ -50,11 +58,23 @@ async def debug_route(request: Request) -> Response:
                      "header": s.header},
         "plan": d.plan._asdict(),
         "backend": d.candidates[0].backend.id if d.candidates else None,
+        "predicted_ms": predicted[0] if predicted else None,
         "candidates": [{"backend": c.backend.id, "score": round(c.score, 4),
-                        "scores": {k: round(v, 4) for k, v in c.scores.items()}}
-                       for c in d.candidates],
+                        "scores": {k: round(v, 4) for k, v in c.scores.items()},
+                        "predicted_ms": p} for c, p in zip(d.candidates, predicted)],
         **view,
     })
+
+
+def _output_tokens(raw: str | None) -> int:
+    """The ``output_tokens`` query parameter (default 256). Raises InvalidRequest (400)
+    unless it is a whole number from 1 to 1,000,000."""
+    if raw is None:
+        return 256
+    if not raw.isdigit() or not 1 <= int(raw) <= 1_000_000:
+        raise InvalidRequest("query parameter 'output_tokens' must be a whole number from 1 "
+                             "to 1000000", param="output_tokens")
+    return int(raw)
 
 
 def _describe(rt: Runtime, request: Request, chat: ChatRequest, intent: Intent,

@@ -57,17 +57,19 @@ _REASONS = {400: b"Bad Request", 408: b"Request Timeout",
 
 
 def refusal(status: int, message: str, code: str,
-            default_headers: list[tuple[bytes, bytes]]) -> bytes:
+            default_headers: list[tuple[bytes, bytes]], request_id: str | None = None
+            ) -> bytes:
     """The whole HTTP/1.1 response with ``status`` (400, 408 or 431): status line,
-    ``default_headers`` (uvicorn's ``server``/``date``), the JSON headers, ``connection:
-    close`` and the OpenAI error body of ``message`` and ``code``."""
+    ``default_headers`` (uvicorn's ``server``/``date``), the JSON headers (``x-request-id``:
+    ``request_id``, else a new one), ``connection: close`` and the OpenAI error body of
+    ``message`` and ``code``."""
     _, body = to_openai(InvalidRequest(message, code=code))
     data = orjson.dumps(body)
     head = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS[status])]
     head += [name + b": " + value + b"\r\n" for name, value in default_headers]
     head += [b"content-type: application/json\r\n",
              b"content-length: %d\r\n" % len(data),
-             b"x-request-id: " + new_request_id().encode() + b"\r\n",
+             b"x-request-id: " + (request_id or new_request_id()).encode() + b"\r\n",
              b"connection: close\r\n\r\n", data]
     return b"".join(head)
 
@@ -194,11 +196,13 @@ class HttpProtocol(HttpToolsProtocol):
         if self._refused:
             return
         self._refused = True
+        request_id = new_request_id()
         if status != 400:  # uvicorn logs its own parse errors
-            log.warning("http_refused", status=status, code=code,
+            log.warning("http_refused", status=status, code=code, request_id=request_id,
                         client=self.client[0] if self.client else None)
         transport = self.transport
-        transport.write(refusal(status, message, code, self.server_state.default_headers))
+        transport.write(refusal(status, message, code, self.server_state.default_headers,
+                                request_id))
         if transport.can_write_eof():  # TLS cannot half-close
             transport.write_eof()
         self.loop.call_later(LINGER_S, transport.close)

@@ -73,9 +73,14 @@ class _Leg:
 
     def end(self, err: BackendError | None = None, ok: bool = False,
             to_breaker: bool = True) -> None:
-        """Close the upstream request and settle the attempt (``Attempt.end``: once)."""
+        """Close the upstream request and settle the attempt (``Attempt.end``: once); the
+        leg's mean entropy goes to its backend's gauge."""
         self.upstream.close()
-        self.attempt.end(err, ok=ok, to_breaker=to_breaker)
+        fuse, attempt = self.fuse, self.attempt
+        if fuse.entropy_tokens and not attempt.done:
+            attempt.deps.metrics.entropy.add(attempt.backend.id, fuse.entropy_sum,
+                                             fuse.entropy_tokens)
+        attempt.end(err, ok=ok, to_breaker=to_breaker)
 
 
 class Relay:

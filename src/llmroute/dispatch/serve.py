@@ -50,7 +50,7 @@ async def complete(deps: Deps, request: ChatRequest, plan: RoutePlan,
         return await bounded(answer, backend.id, deps.client.ttft_s(backend),
                              deps.stats.dark, deps.clock)
 
-    ordered = degrade(deps, plan, candidates)
+    ordered = degrade(deps, plan, candidates, request.request_id)
     if ordered is None:
         return canned_backend(plan.pool), canned_completion(
             request, deps.fuse.degradation[plan.pool], int(deps.wall_clock()))
@@ -74,7 +74,7 @@ async def open_stream(deps: Deps, request: ChatRequest, plan: RoutePlan,
     """Streamed request with failover until the first chunk; returns the first backend and
     the SSE byte stream for the client (which ends with ``[DONE]`` or an OpenAI error
     event), handing off mid-stream as the fuse decides. Raises as ``complete`` does."""
-    ordered = degrade(deps, plan, candidates)
+    ordered = degrade(deps, plan, candidates, request.request_id)
     if ordered is None:
         chunks = canned_chunks(request, deps.fuse.degradation[plan.pool],
                                int(deps.wall_clock()))
@@ -119,15 +119,15 @@ def choice_capable(request: ChatRequest, candidates: list[Candidate]) -> list[Ca
     return able
 
 
-def degrade(deps: Deps, plan: RoutePlan, candidates: list[Candidate]
-            ) -> list[Candidate] | None:
+def degrade(deps: Deps, plan: RoutePlan, candidates: list[Candidate],
+            request_id: str | None = None) -> list[Candidate] | None:
     """``candidates`` under the plan pool's degradation tier (``fuse/degrade.py``); None
     for the canned answer. Raises NoBackendAvailable (503 with Retry-After) when shedding."""
     config = deps.fuse.degradation.get(plan.pool)
     if config is None:  # a pool without tiers is never degraded: no health to compute
         return candidates
     health = pool_health(deps.breaker, deps.pools.get(plan.pool, ()), deps.clock())
-    return tiered(candidates, plan.pool, health, config)
+    return tiered(candidates, plan.pool, health, config, request_id)
 
 
 async def _replay(chunks: list[dict[str, Any]]) -> AsyncIterator[bytes]:

@@ -49,14 +49,17 @@ def tier(health: float, config: DegradationConfig | None) -> Tier:
 
 
 def tiered(candidates: list[Candidate], pool: str, health: float,
-           config: DegradationConfig | None) -> list[Candidate] | None:
+           config: DegradationConfig | None, request_id: str | None = None
+           ) -> list[Candidate] | None:
     """``candidates`` for a pool of ``health`` (0–1): as given (primary tier), the lighter
-    pool's backends first (lighter tier), or None for the canned answer. Raises
-    NoBackendAvailable (503 with ``Retry-After``) when shedding load without one."""
+    pool's backends first (lighter tier), or None for the canned answer (logged with the
+    ``request_id`` it befell). Raises NoBackendAvailable (503 with ``Retry-After``) when
+    shedding load without one."""
     chosen = tier(health, config)
     if chosen is Tier.PRIMARY or config is None:
         return candidates
-    log.warning("pool_degraded", pool=pool, health=round(health, 3), tier=chosen.value)
+    log.warning("pool_degraded", pool=pool, health=round(health, 3), tier=chosen.value,
+                request_id=request_id)
     if chosen is Tier.LIGHTER:
         light = [c for c in candidates if c.backend.pool == config.lighter_pool]
         return light + [c for c in candidates if c not in light]

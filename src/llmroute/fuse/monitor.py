@@ -19,11 +19,15 @@ _CONTINUE = FuseVerdict()
 
 
 class Fuse:
-    """Watches one backend's stream. ``entropy`` None disarms the entropy trigger."""
+    """Watches one backend's stream. ``entropy`` None disarms the entropy trigger.
+    ``entropy_sum`` (nats) and ``entropy_tokens`` add up every token's entropy seen (the
+    leg's mean, for ``llmroute_fuse_mean_entropy_nats``)."""
 
     def __init__(self, entropy: EntropyConfig | None):
         self._run = None if entropy is None else EntropyRun(entropy.threshold_nats,
                                                              entropy.run_tokens)
+        self.entropy_sum = 0.0
+        self.entropy_tokens = 0
 
     @property
     def armed(self) -> bool:
@@ -48,4 +52,6 @@ class Fuse:
         if self._run is not None:
             for h in event.entropies:
                 fired = self._run.push(h) or fired
+                self.entropy_sum += h
+            self.entropy_tokens += len(event.entropies)
         return FuseVerdict(True, "entropy", self.window) if fired else _CONTINUE

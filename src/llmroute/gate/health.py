@@ -10,8 +10,10 @@ A stage is healthy or failing. The first failure of a healthy stage logs a warni
 the error; the first success of a failing stage logs, once, that it recovered and how many
 failures the episode had; failures in between are only counted. ``GateHealth`` is a
 Prometheus collector: register it in the app's registry and it serves
-``llmroute_gate_failures_total{stage}`` (every failure since the gate was built), read at
-scrape time, so the request path only adds to a plain integer.
+``llmroute_gate_failures_total{stage}`` (every failure since the gate was built) and the
+gate cache's lookups, ``llmroute_gate_cache_hits_total`` / ``_misses_total`` and
+``llmroute_gate_cache_hit_ratio`` (hits / lookups, 0–1; no sample before the first
+lookup), read at scrape time, so the request path only adds to plain integers.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import structlog
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 
@@ -58,12 +60,24 @@ class GateHealth(Collector):
     def __init__(self, *stages: str) -> None:
         log = structlog.get_logger("llmroute.gate")
         self.stages = {name: StageHealth(name, log) for name in stages}
+        self.cache_hits = 0
+        self.cache_misses = 0
 
-    def collect(self) -> Iterator[CounterMetricFamily]:
-        """The failure count of every stage, read now."""
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        """The failure count of every stage and the cache's lookups, read now."""
         family = CounterMetricFamily("llmroute_gate_failures", "Tolerated failures of a gate "
                                      "stage (encoder: the first stage answered alone; model: "
                                      "the rules answered)", labels=["stage"])
         for name, stage in self.stages.items():
             family.add_metric([name], stage.failures)
         yield family
+        hits, misses = self.cache_hits, self.cache_misses
+        yield CounterMetricFamily("llmroute_gate_cache_hits", "Gate verdicts answered from "
+                                  "its cache", value=hits)
+        yield CounterMetricFamily("llmroute_gate_cache_misses", "Gate verdicts computed "
+                                  "(not in its cache)", value=misses)
+        ratio = GaugeMetricFamily("llmroute_gate_cache_hit_ratio", "Gate cache hits per "
+                                  "lookup since start (0-1)")
+        if hits + misses:
+            ratio.add_metric([], hits / (hits + misses))
+        yield ratio

@@ -181,7 +181,12 @@ class SemanticGate:
         c = compress(request)
         if c.empty or self.model is None:
             return c, self._early(c, request)
-        scored = self._cache.get(c.key) or self._first(c, request)
+        scored = self._cache.get(c.key)
+        if scored is None:
+            self.health.cache_misses += 1
+            scored = self._first(c, request)
+        else:
+            self.health.cache_hits += 1
         if isinstance(scored, _Scored):
             return c, self._finish(c, scored)
         return c, scored

@@ -20,6 +20,10 @@ the config and strategy files, statuses are HTTP codes; never request ids or tex
 * ``llmroute_gate_duration_seconds{source}`` — the gate's time by the stage that answered;
 * ``llmroute_streamed_legs_total{backend}`` and ``llmroute_melt_rate{backend}`` — streamed
   legs a backend served, and handoffs away from it per such leg (gauge, at scrape time);
+* ``llmroute_fuse_mean_entropy_nats{backend}`` — the mean per-token entropy (nats, the
+  fuse's lower bound) of a backend's recent streamed legs: an EWMA of each leg's mean
+  (weight ``EntropyMeans.ALPHA``), gauge at scrape time; rising means the answers grow
+  less sure (seed 000 §6.3);
 * ``llmroute_content_filter_hits_total{list, action, direction}`` — word-list matches
   (``direction``: ``input`` or ``output``) / ``llmroute_content_filter_reloads_total{outcome}``
   — word-list reloads, ``applied`` or ``invalid`` (the old lists kept);
@@ -83,6 +87,33 @@ class MeltRate(Collector):
         yield family
 
 
+class EntropyMeans(Collector):
+    """Per backend, an EWMA of its streamed legs' mean per-token entropy (nats), bumped
+    once per leg that had entropies (``add``), served as
+    ``llmroute_fuse_mean_entropy_nats{backend}``."""
+
+    ALPHA = 0.1
+    """Each leg's weight in the moving mean: about the last 20 legs count."""
+
+    def __init__(self) -> None:
+        self.means: dict[str, float] = {}
+
+    def add(self, backend: str, total_nats: float, tokens: int) -> None:
+        """One leg's ``tokens`` entropies summing to ``total_nats``."""
+        mean = total_nats / tokens
+        old = self.means.get(backend)
+        self.means[backend] = mean if old is None else old + self.ALPHA * (mean - old)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        """The moving mean of every backend that streamed a leg with entropies."""
+        family = GaugeMetricFamily("llmroute_fuse_mean_entropy_nats", "Mean per-token "
+                                   "entropy (nats) of a backend's recent streamed legs (EWMA)",
+                                   labels=["backend"])
+        for backend, mean in sorted(self.means.items()):
+            family.add_metric([backend], mean)
+        yield family
+
+
 class Metrics:
     """The app's metric families over its own registry (``registry``); ``breakers`` reads
     the breaker views of ``backend_ids`` at scrape time, ``clock`` gives their ``now``."""
@@ -119,6 +150,8 @@ class Metrics:
                             ["backend"], registry=r)
         self.melt = MeltRate()
         r.register(self.melt)
+        self.entropy = EntropyMeans()
+        r.register(self.entropy)
         self.filter_hits = Counter("llmroute_content_filter_hits", "Sensitive-word matches "
                                    "by list, action and direction",
                                    ["list", "action", "direction"], registry=r)

@@ -167,7 +167,8 @@ class TokenCounter:
                 exc, TimeoutError) else exc.message
             if backend.id not in self._failing:
                 self._failing.add(backend.id)
-                log.warning("tokenizer_failing", backend=backend.id, reason=reason)
+                log.warning("tokenizer_failing", backend=backend.id, reason=reason,
+                            request_id=request.request_id)
             if trace is not None:
                 trace.step("tokens", source="estimate", backend=backend.id,
                            estimate=request.prompt_tokens, fallback=reason)

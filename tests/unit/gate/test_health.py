@@ -98,3 +98,21 @@ async def test_model_path_failures_answer_from_the_rules_counted_and_logged_by_s
 def test_every_stage_is_served_from_zero(stages: tuple[str, ...]) -> None:
     health = GateHealth(*stages)
     assert [failures(health, s) for s in stages] == [0.0] * len(stages)
+
+
+def sample(health: GateHealth, name: str) -> float | None:
+    registry = CollectorRegistry()
+    registry.register(health)
+    return registry.get_sample_value(name)
+
+
+async def test_the_cache_s_hits_misses_and_hit_ratio_are_served(gate: SemanticGate,
+                                                                 started: Start) -> None:
+    g = await started(GateConfig(), model=gate.model)
+    assert sample(g.health, "llmroute_gate_cache_hit_ratio") is None  # no lookup yet
+    for text in ("Translate 'good morning' into French.", "Write a haiku about rain.",
+                 "Translate 'good morning' into French.", "Translate 'good morning' into French."):
+        await g.classify(prompt_request(text))
+    assert sample(g.health, "llmroute_gate_cache_hits_total") == 2
+    assert sample(g.health, "llmroute_gate_cache_misses_total") == 2
+    assert sample(g.health, "llmroute_gate_cache_hit_ratio") == 0.5
