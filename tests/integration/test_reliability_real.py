@@ -27,24 +27,13 @@ from llmroute.runtime import Runtime
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
-CONFIG = """\
-pools:
-  general: {}
-backends:
-  - id: a
-    pool: general
-    engine: llamacpp
-    launch: {ctx_size: 1024, slots: 1, threads: 1}
-    quirks: {list_stop: false, developer_role: true}
-  - id: b
-    pool: general
-    engine: llamacpp
-    launch: {ctx_size: 1024, slots: 1, threads: 1}
-    quirks: {list_stop: false, developer_role: true}
-routing: {default_pool: general}
-gate: {kind: "off"}
-fuse: {enabled: false, slow: {min_tokens_per_s: 5, window_s: 1.5}}
+ENGINE = """\
+  - {{id: {id}, pool: general, engine: llamacpp, launch: {{ctx_size: 1024, slots: 1, threads: 1}},
+     quirks: {{list_stop: false, developer_role: true}}}}
 """
+CONFIG = ("pools: {general: {}}\nbackends:\n" + "".join(ENGINE.format(id=i) for i in "ab")
+          + "routing: {default_pool: general}\ngate: {kind: \"off\"}\n"
+          "fuse: {enabled: false, slow: {min_tokens_per_s: 5, window_s: 1.5}}\n")
 COUNT = [{"role": "user", "content": "Count from one to twenty in words."}]
 
 
