@@ -44,18 +44,24 @@ class Shaper:
     ``drop`` fields left out and every step applied in order; ``quirks`` is what it was
     built from."""
 
-    __slots__ = ("_drop", "_model", "_steps", "quirks")
+    __slots__ = ("_drop", "_model", "_steps", "_options", "quirks")
 
     def __init__(self, model: str, quirks: Quirks, steps: tuple[Step, ...]):
         self._model = model
-        self._drop = quirks.drop | {"model"}
+        self._drop = quirks.drop | {"model"} if quirks.drop else None
         self._steps = steps
+        self._options = quirks.stream_options == "streamed"
         self.quirks = quirks
 
     def __call__(self, body: Body) -> Body:
         drop = self._drop
-        out = {k: v for k, v in body.items() if k not in drop}
-        out["model"] = self._model
+        if drop is None:  # nothing dropped: one C-level copy
+            out = {**body, "model": self._model}
+        else:
+            out = {k: v for k, v in body.items() if k not in drop}
+            out["model"] = self._model
+        if self._options and "stream_options" in out and not out.get("stream"):
+            del out["stream_options"]  # stream_options: streamed (inline: the common quirk)
         for step in self._steps:
             step(out)
         return out
@@ -85,8 +91,6 @@ def shaper(model: str, quirks: Quirks) -> Shaper | None:
     steps: list[Step] = []
     if quirks.budget_field is not None:
         steps.append(_budget_in(quirks.budget_field))
-    if quirks.stream_options == "streamed":
-        steps.append(_drop_stream_options)
     if not quirks.list_stop:
         steps.append(_one_stop)
     if not quirks.tool_choice_object:
@@ -125,11 +129,6 @@ def _budget_in(field: str) -> Step:
             ours = out.get(field)
             out[field] = min(ours, theirs) if isinstance(ours, int) else theirs
     return step
-
-
-def _drop_stream_options(out: Body) -> None:
-    if not out.get("stream"):
-        out.pop("stream_options", None)
 
 
 def _one_stop(out: Body) -> None:

@@ -119,11 +119,13 @@ class Relay:
             self.request.prompt_tokens + self.seam.tokens,
             pending_prefill(self.deps, self.request, self.seam.tokens), self.request.body)
         attempt.first_token()
+        slow, req = self.deps.fuse.slow, self.request
+        watch = slow.min_tokens_per_s is not None or req.finish_by is not None
         self.leg = _Leg(attempt, upstream, chunks, first, self._fuse(attempt.backend),
-                        pace_for(self.deps.fuse.slow, self.request.finish_by,
-                                 self.request.max_tokens, self.deps.clock(), self.seam.tokens))
-        if self._cutter is None:
-            stops = pending_stops(self.request.body, self.deps.client.learned, attempt.backend)
+                        pace_for(slow, req.finish_by, req.max_tokens, self.deps.clock(),
+                                 self.seam.tokens) if watch else None)
+        if self._cutter is None and isinstance(req.body.get("stop"), list):
+            stops = pending_stops(req.body, self.deps.client.learned, attempt.backend)
             self._cutter = None if stops is None else StopCutter(stops)
         return self.leg
 

@@ -60,7 +60,8 @@ async def complete(deps: Deps, request: ChatRequest, plan: RoutePlan,
                                           call, request.prompt_tokens,
                                           pending_prefill(deps, request), request.body)
     attempt.succeed(output_tokens=_completion_tokens(answer))
-    stops = pending_stops(request.body, deps.client.learned, attempt.backend)
+    stops = pending_stops(request.body, deps.client.learned, attempt.backend) \
+        if isinstance(request.body.get("stop"), list) else None
     if stops is not None:  # its engine took the first stop only: the rest are cut here
         answer = cut_answer(answer, stops)
     if request.endpoint == "completions":
