@@ -33,7 +33,8 @@ from the next backend (its continuation, or an honest error event when that one 
 too), or, on the request's last candidate with nowhere to go, finished at its own pace with
 the exact text, or ended by an honest error event (whose stream lists no handoffs: a later
 fault spent the budget) (target: all of ``slow_faults``); ``slow_handoffs`` those handed
-off and listed. ``loop_lag_p99_ms``: how late each
+off and listed; ``slow_handoffs_unprovoked`` slow handoffs of streams no crawl touched (the
+router's own loop lag mistaken for a slow engine; seamless all the same). ``loop_lag_p99_ms``: how late each
 process's event loop woke for a 10 ms timer (router, engines, clients): a starving process
 shows there. ``--quick``: 60 streams (default 200). The last line is ``RESULT {json}``.
 """
@@ -231,8 +232,11 @@ def _slow(seen: list[Seen], log: Log) -> dict[str, Any]:
         left = len(ats) - len(slow)  # not listed: on the last candidate, or the stream
         whole = s.finish and s.done and s.text == REPLY  # ended by an error event (which
         recovered += left if left > 0 and (whole or s.error) else 0  # lists no handoffs)
+    unprovoked = sum(h.get("reason") == "slow" for i, s in enumerate(seen) if i not in crawls
+                     for h in s.handoffs)
     return {"slow_faults": sum(map(len, crawls.values())), "slow_recovered": recovered,
-            "slow_handoffs": handed, "slow_p95_recovery_s": round(_p95(took), 3)}
+            "slow_handoffs": handed, "slow_handoffs_unprovoked": unprovoked,
+            "slow_p95_recovery_s": round(_p95(took), 3)}
 
 
 IN_FLIGHT_S = 0.25

@@ -43,10 +43,12 @@ _ERROR_BODY_LIMIT = 64 * 1024
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
-    """One streamed SSE event from an engine: ``data`` is the raw JSON text, ``obj`` parsed."""
+    """One streamed SSE event from an engine: ``data`` is the raw JSON text, ``obj`` parsed;
+    ``more``: further events came in the same read (the engine is ahead of the reader)."""
 
     data: str
     obj: dict[str, Any]
+    more: bool = False
 
 
 def upstream_body(backend: Backend, body: dict[str, Any]) -> dict[str, Any]:
@@ -219,15 +221,15 @@ class UpstreamStream:
         while True:
             data = await self._read(phase, wait_s, token_by)
             events = decoder.feed(data) if data else decoder.close()
-            got = False
-            for event in events:
+            got, last = False, len(events) - 1
+            for i, event in enumerate(events):
                 text = event.data.strip()
                 if not text:  # an empty ``data:`` event carries nothing: skipped
                     continue
                 if text == "[DONE]":
                     return
                 got = True
-                yield _parse_chunk(text, self._backend)
+                yield _parse_chunk(text, self._backend, i < last)
             if not data:
                 return
             if got:
@@ -334,7 +336,7 @@ def _parse_object(raw: bytes, backend: Backend) -> dict[str, Any]:
     return obj
 
 
-def _parse_chunk(data: str, backend: Backend) -> Chunk:
+def _parse_chunk(data: str, backend: Backend, more: bool = False) -> Chunk:
     obj = _try_json(data)
     if not isinstance(obj, dict):
         raise UpstreamProtocolError("the engine sent a malformed stream chunk",
@@ -343,7 +345,7 @@ def _parse_chunk(data: str, backend: Backend) -> Chunk:
         raise UpstreamInBandError("the engine reported an error in the stream: "
                                   f"{_error_message(obj, b'')}",
                                   backend_id=backend.id, code=_in_band_code(obj))
-    return Chunk(data, obj)
+    return Chunk(data, obj, more)
 
 
 def _in_band_code(obj: dict[str, Any]) -> str | None:

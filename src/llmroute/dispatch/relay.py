@@ -217,7 +217,7 @@ class Relay:
                 if last:
                     yield last
                 return
-            if leg.pace is not None and self._too_slow(leg):
+            if leg.pace is not None and not chunk.more and self._too_slow(leg):
                 await self._hand_off(leg, FuseVerdict(True, "slow", leg.fuse.window),
                                      UpstreamTimeout("the engine streamed too slowly to "
                                                      "finish in time", phase="slow",
@@ -227,7 +227,8 @@ class Relay:
     def _too_slow(self, leg: _Leg) -> bool:
         """``leg``'s pace misses its floor or deadline (``fuse/pace.py``) and another
         backend can continue the answer (a slow answer beats none: with nowhere to go the
-        leg streams on)."""
+        leg streams on). Judged on the last chunk of a read only: chunks that arrived
+        together (the router's own loop was late) count before any verdict."""
         assert leg.pace is not None
         return (not self.seam.finished and leg.pace.slow(self.deps.clock(), self.seam.tokens)
                 and self._can_continue() and self.budget.peek() is not None

@@ -59,4 +59,4 @@ def test_a_crawl_is_timed_to_the_next_backend_s_first_event():
                         text=faults.REPLY, handoffs=[{"reason": "slow", "at_token": 2}])
     slow = faults._slow([crawl], [("stream 0", "slow", 0.9, 1.0)])
     assert slow == {"slow_faults": 1, "slow_recovered": 1, "slow_handoffs": 1,
-                    "slow_p95_recovery_s": 0.7}
+                    "slow_handoffs_unprovoked": 0, "slow_p95_recovery_s": 0.7}
