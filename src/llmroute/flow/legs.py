@@ -10,7 +10,7 @@ from typing import Any
 
 from llmroute.dispatch.attempt import Budget
 from llmroute.dispatch.deps import Deps
-from llmroute.dispatch.failover import with_failover
+from llmroute.dispatch.failover import pending_prefill, with_failover
 from llmroute.dispatch.relay import Relay
 from llmroute.errors import ContextLengthExceeded, NoBackendAvailable
 from llmroute.fuse.stops import cut_answer, pending_stops
@@ -54,7 +54,9 @@ class PoolLegs:
                                                     request.request_id)
         try:
             attempt, answer = await with_failover(self._deps, plan, budget, call,
-                                                  request.prompt_tokens, request.body)
+                                                  request.prompt_tokens,
+                                                  pending_prefill(self._deps, request),
+                                                  request.body)
         finally:
             self.left += budget.left
         usage = answer.get("usage")
