@@ -4,7 +4,7 @@ Each decision is one ``Profile.rank`` call on a prepared context (request, inten
 snapshot with router-side stats and fresh engine signals for every backend: queue, KV
 cache, slots, GPU memory and utilisation, latency windows, TTFT models), as the pipeline
 makes it per request: every backend filtered, scored and ordered by the picker, and the
-first ``max_attempts`` (3) built as candidates — what ``pipeline.rank`` asks for in a pool
+first ``max_attempts`` (3) built as candidates — what ``rank.rank_plan`` asks for in a pool
 whose backends share one context length (dispatch can reach no others). Profiles measured
 in the same run:
 

@@ -5,7 +5,7 @@
 
 The stream is what the relay hands the client: one OpenAI chat chunk event per token-sized
 piece of text (4 characters on average), run through ``filter_sse`` exactly as
-``pipeline.serve`` wraps it, against the same events passed through untouched (the
+``flow/stages.OutputFilter`` wraps it, against the same events passed through untouched (the
 baseline). Text is English-like words (ASCII) and, separately, a mix with Chinese, so the
 non-ASCII normalisation path is priced too; the list mixes English words, phrases and
 Chinese entries, and the text holds a list entry every ~2 kB (masked). Figures are medians

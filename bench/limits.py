@@ -46,6 +46,7 @@ from aiohttp import web
 from llmroute.api.app import create_app
 from llmroute.assemble.policy import build_policy
 from llmroute.assemble.runtime import make_backends, wire
+from llmroute.assemble.stages import answer_stages
 from llmroute.config import Config
 from llmroute.policy.issue import issue_key
 from llmroute.policy.keys import Limits, Tenant
@@ -89,6 +90,7 @@ async def router(url: str, tmp: str, **extra: Any) -> AsyncIterator[tuple[Any, h
             "enabled": True, "keys_path": f"{tmp}/keys.db", "admin_key_env": "BENCH_ADMIN"})})
         policy = rt.policy = build_policy(authed, environ={"BENCH_ADMIN": ADMIN})
         assert policy is not None
+        rt.stages = answer_stages(rt)  # the usage meter with the policy
         transport = httpx.ASGITransport(app=create_app(cfg, runtime=rt))
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
         async with httpx.AsyncClient(transport=transport, base_url="http://r", limits=limits,

@@ -7,7 +7,7 @@ decision-audit record — each added in turn — plus the audit writer's own tim
     python bench/observe_cost.py [--quick]
 
 Every figure is the median over rounds of the mean µs per request in one round; the
-request path is simulated with the same calls ``pipeline.py`` and ``dispatch/`` make
+request path is simulated with the same calls ``flow/pipeline.py`` and ``dispatch/`` make
 (receive, gate, strategy, anchor with two scored candidates, one attempt, the answer).
 """
 

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 import aiohttp
 
 _GATE_MS = re.compile(r"\bgate;dur=([0-9.]+)")
-"""The gate's time (ms) in llmroute's ``server-timing`` header (``pipeline.server_timing``)."""
+"""The gate's time (ms) in llmroute's ``server-timing`` header (``flow/headers.py``)."""
 
 
 def new_nonce() -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from prometheus_client import CollectorRegistry
 
@@ -29,7 +29,7 @@ from llmroute.policy.priority import PriorityGate
 from llmroute.state.responses import ResponseStore
 from llmroute.strategy.book import StrategyBook
 from llmroute.strategy.handoffs import HandoffStore
-from llmroute.types import Backend
+from llmroute.types import Backend, Routed
 
 
 class Fleet(Protocol):
@@ -38,6 +38,27 @@ class Fleet(Protocol):
     @property
     def engines(self) -> Mapping[str, Any]:
         """Engine id → its running engine (``local.engines.LocalEngine``)."""
+        ...
+
+
+C = TypeVar("C", contravariant=True)
+
+
+class Stage(Protocol[C]):
+    """An answer stage (``flow/stages.py`` holds the contract's prose, runs the stages and
+    defines the built-ins); ``C`` is the request record, ``flow.call.Call``, which holds
+    this Runtime, so it is a parameter here rather than a name imported from above."""
+
+    async def before(self, call: C) -> Routed | None:
+        """Before the request is ranked and sent; an answer here answers it early."""
+        ...
+
+    async def after(self, call: C, routed: Routed) -> Routed:
+        """The answer (JSON body or stream), wrapped or changed on its way out."""
+        ...
+
+    async def failed(self, call: C, err: BaseException) -> None:
+        """The request failed at a step after admission: give back what this holds."""
         ...
 
 
@@ -57,7 +78,8 @@ class Runtime:
     ``/v1/responses`` (None: nothing is stored); ``collectors`` the metric families of this
     backend set (strategy reloads, engine signals, anchor scores, priority queues),
     registered in ``metrics.registry`` while this Runtime serves (a reload swaps them,
-    ``assemble/reload.py``)."""
+    ``assemble/reload.py``); ``stages`` the answer stages in order, outermost first (built
+    by ``assemble/stages.py``; their befores run in this order, their afters in reverse)."""
 
     config: Config
     backends: dict[str, Backend]
@@ -81,3 +103,4 @@ class Runtime:
     tokens: TokenCounter | None = None
     responses: ResponseStore | None = None
     collectors: CollectorRegistry | None = None
+    stages: tuple[Stage[Any], ...] = ()

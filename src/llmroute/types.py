@@ -6,7 +6,7 @@ Units: times in seconds unless a name ends in ``_ms``; token counts in tokens; f
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
@@ -121,6 +121,16 @@ class RoutePlan(NamedTuple):
     backend_ids: tuple[str, ...] = ()
     fallback_ids: tuple[str, ...] = ()
     max_attempts: int = 3
+
+
+class Routed(NamedTuple):
+    """A request's answer: the response ``headers`` plus a JSON ``body`` or an SSE byte
+    ``stream`` (a NamedTuple, as the other values made per request: half a frozen
+    dataclass's cost)."""
+
+    headers: dict[str, str]
+    body: dict[str, Any] | None = None
+    stream: AsyncIterator[bytes] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ from llmroute.api.app import create_app
 from llmroute.api.server import serve_in_background
 from llmroute.assemble.policy import build_policy
 from llmroute.assemble.runtime import make_backends, wire
+from llmroute.assemble.stages import answer_stages
 from llmroute.policy.issue import issue_key
 from llmroute.policy.keys import Limits, Tenant
 
@@ -206,6 +207,7 @@ async def _serve(tmp: Path, out: dict[str, Any], ready: threading.Event,
         clock = FakeClock()
         rt.policy = build_policy(cfg, clock, lambda: 1.7e9 + clock.now(),
                                  {"FUZZ_ADMIN_KEY": ADMIN})
+        rt.stages = answer_stages(rt)  # the usage meter with the policy
         await rt.policy.keys.put_tenant(Tenant("fuzz", Limits()))
         issued = [await issue_key(rt.policy.keys, "fuzz", 1.7e9) for _ in range(4)]
         known = {"key": [issued[0][0]], "key_id": [k.id for _, k in issued[1:]],

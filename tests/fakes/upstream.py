@@ -36,6 +36,11 @@ content delta repeats that message's text before the first new word.
 ``rules`` (``fakes/engine_rules.py``) make it refuse, before any step, what a real engine
 refuses, in that engine's words.
 
+``("freeze", s)`` stops answering as a SIGSTOPped engine does once a non-streamed request's
+response headers are out: the body comes only after s seconds, and from then on ``GET
+/metrics`` (served with ``metrics=True``: a vLLM-style scrape while not ``frozen``) answers no
+poll.
+
 ``tokenize`` scripts the engine's ``POST /tokenize`` (vLLM's shape, ``{"count"}``; also
 llama-server's ``/apply-template``): an int answers that count, ``("hang", s)`` waits s
 seconds first, ``"chatml"`` renders ``/apply-template`` as llama-server does with SmolLM2's
@@ -79,6 +84,7 @@ class Upstream:
     tokenized: list[dict[str, Any]] = field(default_factory=list)
     healthy: bool = True
     rules: tuple[Any, ...] = ()
+    frozen: bool = False
 
     def next_step(self) -> Any:
         i = min(len(self.requests) - 1, len(self.script) - 1)
@@ -170,11 +176,46 @@ async def _handle(request: web.Request) -> web.StreamResponse:
             raise
     if kind == "say":
         return web.json_response(_completion(dataclasses.replace(up, reply=step[1]), body))
+    if kind == "freeze" and not body.get("stream"):
+        return await _freeze(request, up, step[1], body)
     if not body.get("stream"):
         if kind == "raw":
             return web.json_response(next(e for e in step[1] if isinstance(e, dict)))
         return web.json_response(_completion(up, body, step))
     return await _stream(request, up, step, body)
+
+
+async def _freeze(request: web.Request, up: Upstream, seconds: float,
+                  body: dict[str, Any]) -> web.StreamResponse:
+    """The response headers, then nothing for ``seconds`` (the upstream stays ``frozen``),
+    then the answer."""
+    resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+    await resp.prepare(request)
+    up.frozen = True
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        up.cancelled += 1
+        raise
+    await resp.write(json.dumps(_completion(up, body)).encode())
+    await resp.write_eof()
+    return resp
+
+
+METRICS = """\
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running 0
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting 0
+"""
+"""A vLLM ``/metrics`` scrape of an idle engine."""
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    """``GET /metrics``: ``METRICS``; no answer while ``frozen``."""
+    while request.app[UPSTREAM].frozen:
+        await asyncio.sleep(0.05)
+    return web.Response(text=METRICS, content_type="text/plain")
 
 
 async def _tokenize(request: web.Request) -> web.StreamResponse:
@@ -329,10 +370,11 @@ async def _keep_alive(resp: web.StreamResponse, seconds: float) -> None:
 
 @contextlib.asynccontextmanager
 async def serve_upstream(script: list[Any], reply: str = "Hello from the fake engine.",
-                         echo: bool = False, rules: tuple[Any, ...] = ()
-                         ) -> AsyncIterator[Upstream]:
+                         echo: bool = False, rules: tuple[Any, ...] = (),
+                         metrics: bool = False) -> AsyncIterator[Upstream]:
     """Serve a scripted upstream on 127.0.0.1 (a free port) for the duration of the block,
-    refusing what ``rules`` refuse."""
+    refusing what ``rules`` refuse; ``metrics``: with ``GET /metrics`` (``_metrics``; without
+    it a poll gets a 404)."""
     up = Upstream(list(script), reply, echo, rules=tuple(rules))
     app = web.Application()
     app[UPSTREAM] = up
@@ -341,6 +383,8 @@ async def serve_upstream(script: list[Any], reply: str = "Hello from the fake en
     app.router.add_post("/tokenize", _tokenize)
     app.router.add_post("/apply-template", _tokenize)
     app.router.add_get("/health", _health)
+    if metrics:
+        app.router.add_get("/metrics", _metrics)
     runner = web.AppRunner(app, shutdown_timeout=0.1, handler_cancellation=True)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

@@ -26,6 +26,7 @@ import pytest_asyncio
 from fakes.real import real_router
 
 from llmroute.flow import pipeline
+from llmroute.flow.call import Call
 from llmroute.api.wire import parse_chat
 from llmroute.runtime import Runtime
 
@@ -321,7 +322,7 @@ async def test_client_disconnect_stops_generation_on_the_engine(router: Router) 
 async def test_killed_engine_fails_over_to_the_rest_of_the_pool(router: Router) -> None:
     rt = router.rt
     body = {"model": "auto", "messages": QUESTION, "max_tokens": 8, "temperature": 0}
-    victim = (await pipeline.decide(rt, parse_chat(body, "probe"))).candidates[0].backend.id
+    victim = (await pipeline.decide(Call(rt, parse_chat(body, "probe")))).candidates[0].backend.id
     assert victim in GENERAL
     assert rt.fleet is not None
     engine = rt.fleet.engines[victim]

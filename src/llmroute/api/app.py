@@ -57,7 +57,7 @@ from llmroute.api.trace import get_trace
 from llmroute.api.wire import parse_chat, parse_completion, parse_embeddings
 from llmroute.config import Config
 from llmroute.config.server import CorsConfig
-from llmroute.flow.embeddings import serve_embeddings
+from llmroute.flow.embeddings import route_embeddings
 from llmroute.errors import LLMRouteError, ShuttingDown
 from llmroute.runtime import Runtime
 
@@ -84,7 +84,7 @@ def create_app(config: Config, *, runtime: Runtime | None = None,
 
     exchanges = {"/v1/chat/completions": Exchange(parse_chat),
                  "/v1/completions": Exchange(parse_completion, api="completions"),
-                 "/v1/embeddings": Exchange(parse_embeddings, serve_embeddings,
+                 "/v1/embeddings": Exchange(parse_embeddings, route_embeddings,
                                             api="embeddings"),
                  "/v1/messages": Exchange(None, surface=Messages()),
                  "/v1/responses": Exchange(None, surface=Responses())}

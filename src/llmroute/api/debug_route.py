@@ -23,16 +23,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from llmroute.anchor.predict import predicted_ms
-from llmroute.flow import pipeline
 from llmroute.api.responses import json_response
 from llmroute.errors import InvalidRequest
-from llmroute.gate.compress import prompt_request
+from llmroute.flow import pipeline
+from llmroute.flow.call import Call
 from llmroute.flow.legs import PoolLegs
+from llmroute.gate.compress import prompt_request
 from llmroute.observe.trace import Recorder
 from llmroute.runtime import Runtime
-from llmroute.strategy.protocol import Matched
 from llmroute.strategy.snapshot import StrategySet
-from llmroute.types import ChatRequest, Intent
 
 
 async def debug_route(request: Request) -> Response:
@@ -41,14 +40,13 @@ async def debug_route(request: Request) -> Response:
     query = request.query_params.get("query")
     if query is None:
         raise InvalidRequest("query parameter 'query' is required", param="query")
-    chat = prompt_request(query)
     output = _output_tokens(request.query_params.get("output_tokens"))
-    intent = await rt.gate.classify(chat)
-    d = await pipeline.decide(rt, chat, intent, headers=request.headers)
-    s = d.strategy
-    view = _describe(rt, request, chat, intent, s)
+    call = Call(rt, prompt_request(query), headers=request.headers)
+    d = await pipeline.decide(call)
+    s, intent = d.strategy, d.intent
+    view = _describe(call)
     stats = rt.stats.snapshot(rt.clock()).stats
-    predicted = [predicted_ms(stats.get(c.backend.id), chat.prompt_tokens, output)
+    predicted = [predicted_ms(stats.get(c.backend.id), call.request.prompt_tokens, output)
                  for c in d.candidates]
     return json_response({
         "query": query,
@@ -77,15 +75,15 @@ def _output_tokens(raw: str | None) -> int:
     return int(raw)
 
 
-def _describe(rt: Runtime, request: Request, chat: ChatRequest, intent: Intent,
-              matched: Matched) -> dict[str, object]:
-    """``{"detail", "trial"}`` of ``matched`` for ``chat``; anchor scores as a leg sees them."""
+def _describe(call: Call) -> dict[str, object]:
+    """``{"detail", "trial"}`` of the strategy ``call`` matched; anchor scores as a leg
+    sees them."""
+    matched, intent = call.matched, call.intent
+    assert matched is not None and intent is not None
     snapshot = matched.snapshot
     if not isinstance(snapshot, StrategySet):
         return {"detail": None, "trial": None}
-    legs = PoolLegs(rt.dispatch, rt.backends,
-                    lambda req, plan, explain=False: pipeline.rank(rt, req, intent, plan,
-                                                                   explain=explain),
-                    0, Recorder(chat.request_id, chat.request_id))
-    return snapshot.describe(matched, chat, intent, legs.best_score, request.headers,
-                             pipeline.asker_of(rt, None, request.headers))
+    chat = call.request
+    legs = PoolLegs(call.rt, intent, 0, Recorder(chat.request_id, chat.request_id))
+    return snapshot.describe(matched, chat, intent, legs.best_score, call.headers,
+                             pipeline.asker(call))

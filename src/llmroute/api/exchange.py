@@ -30,11 +30,12 @@ from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive, Scope, Send
 
-from llmroute.flow import pipeline
 from llmroute.api.body import read_json
 from llmroute.api.errors import keep_request_id, on_llmroute_error, on_unexpected
 from llmroute.api.surface import Surface
 from llmroute.errors import LLMRouteError
+from llmroute.flow import pipeline
+from llmroute.flow.call import Call, Flow
 from llmroute.observe.trace import Recorder, failure
 from llmroute.runtime import Runtime
 from llmroute.types import ChatRequest
@@ -48,16 +49,16 @@ _JSON_HEADERS = [(b"content-type", b"application/json")]
 class Exchange:
     """ASGI app for ``POST /v1/chat/completions``, ``/v1/completions`` or
     ``/v1/embeddings``; ``parse`` turns the JSON body into a ChatRequest (raises
-    InvalidRequest), ``server`` serves it once admitted (None: ``pipeline.serve``). Answers
-    200 with JSON or SSE, an OpenAI-shaped 4xx/5xx, or nothing when the client disconnects
-    first. ``api`` labels the request's trace and metrics (``chat``, ``completions``,
-    ``embeddings``; a surface's own name); with a ``surface`` it parses, answers and refuses
-    in that surface's shapes (``parse`` is then unused)."""
+    InvalidRequest), ``flow`` serves it (``pipeline.route``; ``embeddings.route_embeddings``).
+    Answers 200 with JSON or SSE, an OpenAI-shaped 4xx/5xx, or nothing when the client
+    disconnects first. ``api`` labels the request's trace and metrics (``chat``,
+    ``completions``, ``embeddings``; a surface's own name); with a ``surface`` it parses,
+    answers and refuses in that surface's shapes (``parse`` is then unused)."""
 
-    def __init__(self, parse: Parser | None, server: pipeline.Server | None = None,
-                 api: str = "chat", surface: Surface | None = None):
+    def __init__(self, parse: Parser | None, flow: Flow = pipeline.route, api: str = "chat",
+                 surface: Surface | None = None):
         self._parse = parse
-        self._server = server
+        self._flow = flow
         self._surface = surface
         self.api = surface.api if surface is not None else api
 
@@ -114,8 +115,7 @@ class Exchange:
         trace.received(chat.stream, chat.prompt_tokens, chat.text)
         with DisconnectWatch(receive) as watch:
             try:
-                routed = await pipeline.route(rt, chat, caller, http_headers, trace,
-                                              self._server)
+                routed = await self._flow(Call(rt, chat, caller, http_headers, trace))
                 if surface is not None:
                     routed = await surface.answer(rt, chat, context, routed, caller)
                 if routed.stream is None:

@@ -23,10 +23,9 @@ from llmroute.api.responses import json_response
 from llmroute.api.surface import error_fields, reshaped, translated
 from llmroute.errors import LLMRouteError
 from llmroute.flow import pipeline
-from llmroute.flow.routed import Routed
 from llmroute.policy.auth import Caller
 from llmroute.runtime import Runtime
-from llmroute.types import ChatRequest
+from llmroute.types import ChatRequest, Routed
 
 
 class Messages:

@@ -32,10 +32,9 @@ from llmroute.api.responses_wire import to_chat, validate_responses
 from llmroute.api.surface import translated
 from llmroute.errors import NotFound, StateUnavailable
 from llmroute.flow import pipeline
-from llmroute.flow.routed import Routed
 from llmroute.policy.auth import Caller
 from llmroute.runtime import Runtime
-from llmroute.types import ChatRequest
+from llmroute.types import ChatRequest, Routed
 
 log = structlog.get_logger("llmroute.responses")
 

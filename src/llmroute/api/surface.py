@@ -15,10 +15,9 @@ import orjson
 from starlette.responses import Response
 
 from llmroute.backends.sse import DONE
-from llmroute.flow.routed import Routed
 from llmroute.policy.auth import Caller
 from llmroute.runtime import Runtime
-from llmroute.types import ChatRequest
+from llmroute.types import ChatRequest, Routed
 
 
 class Surface(Protocol):

@@ -31,6 +31,7 @@ from llmroute.assemble.gate import make_gate
 from llmroute.assemble.filter import build_filter, watch_filter
 from llmroute.assemble.generations import Generations
 from llmroute.assemble.policy import build_policy, build_priority, build_responses, build_store
+from llmroute.assemble.stages import answer_stages
 from llmroute.assemble.strategies import handoff_store, make_book
 from llmroute.assemble.tokens import build_counter
 from llmroute.backends.client import BackendClient
@@ -94,14 +95,16 @@ def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSe
     metrics.registry.register(parts["collectors"])
     observer = make_observer(config.observe, metrics, context)
     observer.config_sha256 = config_sha256(config)
-    return Runtime(**parts, gate=make_gate(config), breaker=breaker, metrics=metrics,
-                   fuse_events=parts["dispatch"].fuse_events, clock=time.monotonic,
-                   wall_clock=time.time, observer=observer,
-                   fleet=fleet, handoffs=handoffs,
-                   policy=build_policy(config, time.monotonic, time.time,
-                                       registry=metrics.registry),
-                   content_filter=build_filter(config, metrics, time.time),
-                   responses=build_responses(config))
+    rt = Runtime(**parts, gate=make_gate(config), breaker=breaker, metrics=metrics,
+                 fuse_events=parts["dispatch"].fuse_events, clock=time.monotonic,
+                 wall_clock=time.time, observer=observer,
+                 fleet=fleet, handoffs=handoffs,
+                 policy=build_policy(config, time.monotonic, time.time,
+                                     registry=metrics.registry),
+                 content_filter=build_filter(config, metrics, time.time),
+                 responses=build_responses(config))
+    rt.stages = answer_stages(rt)
+    return rt
 
 
 def rewire(old: Runtime, config: Config, backends: dict[str, Backend]) -> Runtime:
@@ -109,8 +112,8 @@ def rewire(old: Runtime, config: Config, backends: dict[str, Backend]) -> Runtim
     ``old`` every part that does not depend on the backend set (gate, breaker, metrics,
     fuse events, observer, policy, hand-offs, content filter, the HTTP client, the prefix
     index) and builds the rest anew: anchor profile, router stats, signal store, dispatch's
-    view, strategy book, priority gate, token counter and ``collectors`` (not registered
-    yet: the caller swaps them in when the new Runtime starts serving). The new router
+    view, strategy book, priority gate, token counter, answer stages and ``collectors`` (not
+    registered yet: the caller swaps them in when the new Runtime starts serving). The new router
     stats start every unchanged backend from what ``old`` learned of it (latency, TTFT,
     errors, window, TTFT model: ``RouterStats.inherit``); added and changed backends start
     empty. No I/O beyond
@@ -118,6 +121,7 @@ def rewire(old: Runtime, config: Config, backends: dict[str, Backend]) -> Runtim
     fixed = _Fixed(old.breaker, old.metrics, old.fuse_events, old.dispatch.client,
                    old.dispatch.affinity, old.handoffs or handoff_store(config))
     new = dataclasses.replace(old, **_per_backends(config, backends, fixed))
+    new.stages = answer_stages(new)
     new.stats.inherit(old.stats, [i for i, b in backends.items() if old.backends.get(i) == b])
     old.observer.config_sha256 = config_sha256(config)
     return new

@@ -117,35 +117,37 @@ class Attempt:
 class Budget:
     """The request's one attempt budget: at most ``max_attempts`` attempts (``RoutePlan``)
     shared by pre-first-byte retries and mid-stream handoffs, over ``candidates`` in order,
-    each backend at most once; ``adapted``: the one reshaped retry after an engine's
-    refusal was spent (``dispatch/adapt.py``)."""
+    each backend at most once; ``queue`` holds those not tried yet (``serve.send`` narrows
+    or reorders it first: the pool's degradation tier, the ``n`` capability);
+    ``adapted``: the one reshaped retry after an engine's refusal was spent
+    (``dispatch/adapt.py``)."""
 
     adapted = False  # set on the instance when spent: nothing to do per request before
 
     def __init__(self, candidates: list[Candidate], max_attempts: int,
                  trace: Recorder | None = None):
-        self._queue = list(candidates)
+        self.queue = list(candidates)
         self.left = max_attempts
         self.trace = trace  # the request's trace: its attempts and handoffs
 
     def take(self) -> Candidate | None:
         """The next candidate, spending one attempt; None when the budget is spent."""
-        if self.left <= 0 or not self._queue:
+        if self.left <= 0 or not self.queue:
             return None
         self.left -= 1
-        return self._queue.pop(0)
+        return self.queue.pop(0)
 
     def peek(self, skip: int = 0) -> Candidate | None:
         """The candidate after the next ``skip`` ones, without spending an attempt; None
         when the budget cannot reach it."""
-        if self.left <= skip or len(self._queue) <= skip:
+        if self.left <= skip or len(self.queue) <= skip:
             return None
-        return self._queue[skip]
+        return self.queue[skip]
 
     def put_back(self, candidate: Candidate) -> None:
         """Give back the attempt spent on ``candidate`` and make it the next one (a request
         sent again, reshaped, after its engine refused the shape: ``dispatch/adapt.py``)."""
-        self._queue.insert(0, candidate)
+        self.queue.insert(0, candidate)
         self.left += 1
 
     @property
@@ -156,10 +158,10 @@ class Budget:
     @property
     def exhausted(self) -> bool:
         """True when no further attempt is possible."""
-        return self.left <= 0 or not self._queue
+        return self.left <= 0 or not self.queue
 
     def keep_larger_context(self, context_length: int) -> bool:
         """Drop candidates whose context (tokens) is not above ``context_length``; True when
         some candidate is left."""
-        self._queue = [c for c in self._queue if c.backend.context_length > context_length]
-        return bool(self._queue)
+        self.queue = [c for c in self.queue if c.backend.context_length > context_length]
+        return bool(self.queue)

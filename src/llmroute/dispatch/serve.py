@@ -1,14 +1,18 @@
-"""The two ways to serve a ranked request: ``complete`` (JSON) and ``open_stream`` (SSE).
+"""The one door into dispatch: ``send`` serves a ranked request, JSON or SSE, for every
+caller (a plain request, each leg of a strategy, an embeddings request).
 
-The pool's degradation tier (``fuse/degrade.py``) applies first; then the candidates are
-tried within one per-request attempt budget (``attempt.Budget``), failing over before the
-first byte (``failover.py``) and, for streams, handing off after it (``relay.py``).
+The pool's degradation tier (``fuse/degrade.py``) applies first, then the capability checks
+(``logprobs``, ``n``); then the budget's candidates are tried within the request's one
+attempt budget (``attempt.Budget``), failing over before the first byte (``failover.py``),
+a non-streamed call cut by the frozen-engine watchdog (``watchdog.py``) and a stream handed
+off after its first byte (``relay.py``). Each attempt tells the prefix index which backend
+is sent the prompt (``failover.pending_prefill``, ``anchor/prefix.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from llmroute.backends.engines import capabilities_of, engine_kind
 from llmroute.backends.sse import DONE, encode_json
@@ -27,22 +31,44 @@ from llmroute.fuse.degrade import (
 from llmroute.errors import InvalidRequest
 from llmroute.fuse.shape import text_completion
 from llmroute.fuse.stops import cut_answer, pending_stops
-from llmroute.observe.trace import Recorder
 from llmroute.types import Backend, Candidate, ChatRequest, RoutePlan
 
 
-async def complete(deps: Deps, request: ChatRequest, plan: RoutePlan,
-                   candidates: list[Candidate], trace: Recorder | None = None
-                   ) -> tuple[Backend, dict[str, Any]]:
-    """Non-streamed request with failover; returns the backend used and its answer (the
-    engine's JSON, or the pool's canned answer). Raises as ``with_failover`` does, or
-    NoBackendAvailable when the degraded pool sheds, InvalidRequest as ``check_logprobs``
-    and ``choice_capable`` (n > 1 only to backends that answer several choices).
-    A legacy completion answered in the chat shape is converted (``fuse/shape.py``). Each
-    call is bounded by its backend's TTFT once the collector sees the engine frozen
-    (``watchdog.py``); a backend whose engine kind has no metrics endpoint is never polled,
-    so never dark, and its calls run without the watchdog's timer."""
+class Sent(NamedTuple):
+    """What ``send`` brings back: the ``backend`` that answered (``canned`` for a degraded
+    pool's canned answer) and the engine's JSON ``body`` (a non-streamed request) or the
+    client's SSE byte ``stream`` (ending with ``[DONE]`` or an OpenAI error event)."""
+
+    backend: Backend
+    body: dict[str, Any] | None = None
+    stream: AsyncIterator[bytes] | None = None
+
+
+async def send(deps: Deps, request: ChatRequest, plan: RoutePlan, budget: Budget, *,
+               optional_logprobs: bool = False) -> Sent:
+    """Serve ``request`` (streamed or not, as ``request.stream`` says) on ``budget``'s
+    candidates for ``plan`` (its pool's degradation tier applies). Each attempt spends from
+    ``budget``, which the caller may share between legs (``budget.left`` is what is left).
+    ``optional_logprobs``: the request asks for logprobs only where a backend gives them (a
+    strategy's own ask, which it copes without), so their absence is no 400.
+
+    Raises InvalidRequest (400) as ``check_logprobs`` and ``choice_capable`` do,
+    NoBackendAvailable (503) when the degraded pool sheds, and as ``with_failover`` does
+    (the engine's own 4xx, 429, 503, 504)."""
+    ordered = degrade(deps, plan, budget.queue, request.request_id)
+    if ordered is None:
+        return _canned(deps, request, plan)
+    if not optional_logprobs:
+        check_logprobs(request, ordered)
+    if request.stream:
+        budget.queue = ordered
+        return await _open_stream(deps, request, plan, budget)
+    budget.queue = choice_capable(request, ordered)
+
     async def call(backend: Backend) -> dict[str, Any]:
+        """Bounded by the backend's TTFT once the collector sees its engine frozen
+        (``watchdog.py``); a backend whose engine kind has no metrics endpoint is never
+        polled, so never dark: its calls run without the watchdog's timer."""
         answer = deps.client.complete(backend, request.endpoint, request.body,
                                       request.request_id)
         if engine_kind(backend.engine).metrics is None:
@@ -50,45 +76,48 @@ async def complete(deps: Deps, request: ChatRequest, plan: RoutePlan,
         return await bounded(answer, backend.id, deps.client.ttft_s(backend),
                              deps.stats.dark, deps.clock)
 
-    ordered = degrade(deps, plan, candidates, request.request_id)
-    if ordered is None:
-        return canned_backend(plan.pool), canned_completion(
-            request, deps.fuse.degradation[plan.pool], int(deps.wall_clock()))
-    check_logprobs(request, ordered)
-    ordered = choice_capable(request, ordered)
-    attempt, answer = await with_failover(deps, plan, Budget(ordered, plan.max_attempts, trace),
-                                          call, request.prompt_tokens,
+    attempt, answer = await with_failover(deps, plan, budget, call, request.prompt_tokens,
                                           pending_prefill(deps, request), request.body)
     attempt.succeed(output_tokens=_completion_tokens(answer))
     stops = pending_stops(request.body, deps.client.learned, attempt.backend) \
         if isinstance(request.body.get("stop"), list) else None
     if stops is not None:  # its engine took the first stop only: the rest are cut here
         answer = cut_answer(answer, stops)
-    if request.endpoint == "completions":
+    if request.endpoint == "completions":  # a legacy completion answered in the chat shape
         answer = text_completion(answer)
-    return attempt.backend, answer
+    return Sent(attempt.backend, body=answer)
 
 
-async def open_stream(deps: Deps, request: ChatRequest, plan: RoutePlan,
-                      candidates: list[Candidate], trace: Recorder | None = None
-                      ) -> tuple[Backend, AsyncIterator[bytes]]:
-    """Streamed request with failover until the first chunk; returns the first backend and
-    the SSE byte stream for the client (which ends with ``[DONE]`` or an OpenAI error
-    event), handing off mid-stream as the fuse decides. Raises as ``complete`` does."""
-    ordered = degrade(deps, plan, candidates, request.request_id)
-    if ordered is None:
-        chunks = canned_chunks(request, deps.fuse.degradation[plan.pool],
-                               int(deps.wall_clock()))
-        return canned_backend(plan.pool), _replay(chunks)
-    check_logprobs(request, ordered)
-    relay = Relay(deps, request, plan, Budget(ordered, plan.max_attempts, trace))
+async def _open_stream(deps: Deps, request: ChatRequest, plan: RoutePlan, budget: Budget
+                       ) -> Sent:
+    """Streamed, with failover until the first chunk; the stream hands off mid-answer as
+    the fuse decides (``relay.py``)."""
+    relay = Relay(deps, request, plan, budget)
     relay.prewarm()  # with fuse.prewarm the fallback prefills while the primary does
     try:
         attempt = (await relay.open_leg()).attempt
     except BaseException:
         relay.stop_warm()
         raise
-    return attempt.backend, relay.stream()
+    return Sent(attempt.backend, stream=relay.stream())
+
+
+def _canned(deps: Deps, request: ChatRequest, plan: RoutePlan) -> Sent:
+    """The degraded pool's canned answer, JSON or SSE."""
+    config, created = deps.fuse.degradation[plan.pool], int(deps.wall_clock())
+    if request.stream:
+        return Sent(canned_backend(plan.pool),
+                    stream=_replay(canned_chunks(request, config, created)))
+    return Sent(canned_backend(plan.pool), body=canned_completion(request, config, created))
+
+
+def asks_logprobs(request: ChatRequest) -> bool:
+    """Whether ``request`` asks for logprobs (chat: ``logprobs: true``; legacy completions:
+    an integer ``logprobs``)."""
+    lp = request.body.get("logprobs")
+    if request.endpoint == "chat":
+        return lp is True
+    return isinstance(lp, int) and not isinstance(lp, bool)
 
 
 def check_logprobs(request: ChatRequest, candidates: list[Candidate]) -> None:
@@ -96,10 +125,8 @@ def check_logprobs(request: ChatRequest, candidates: list[Candidate]) -> None:
     (chat: ``logprobs: true``; legacy completions: an integer ``logprobs``) and no candidate
     can give them (``capabilities``, else the engine kind's defaults), rather than answer
     with a silent ``logprobs: null``."""
-    lp = request.body.get("logprobs")
-    asked = lp is True if request.endpoint == "chat" else \
-        isinstance(lp, int) and not isinstance(lp, bool)
-    if asked and not any("logprobs" in capabilities_of(c.backend) for c in candidates):
+    if "logprobs" in request.body and asks_logprobs(request) and \
+            not any("logprobs" in capabilities_of(c.backend) for c in candidates):
         raise InvalidRequest("logprobs were asked for, but no backend that can serve this "
                              "request gives them", param="logprobs",
                              code="logprobs_unsupported")

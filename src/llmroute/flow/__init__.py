@@ -1,3 +1,4 @@
-"""The request flow (DESIGN.md §2): ``pipeline.py`` runs the steps in order; ``routed.py``
-holds its results (``Decision``, ``Routed``), ``legs.py`` the legs of a strategy that serves
-a request itself, ``embeddings.py`` the ``/v1/embeddings`` path."""
+"""The request flow (DESIGN.md §2): ``pipeline.py`` runs the steps over a ``call.Call``;
+``stages.py`` the answer stages, ``strategies.py`` the strategy runner, ``rank.py`` plan →
+candidates, ``headers.py`` the response headers, ``legs.py`` a strategy's legs,
+``embeddings.py`` the ``/v1/embeddings`` flow."""

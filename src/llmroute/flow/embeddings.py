@@ -6,7 +6,7 @@
 ranked by the anchor like a chat pool's (the request's size is its input's estimated tokens)
 and tried with failover within the retry budget; the engine's JSON answer (``data``,
 ``usage``) is returned as it came, with ``model`` as the client named it. Keys, limits and
-quotas apply through ``pipeline.route`` as for chat: the answer's ``usage.total_tokens``
+quotas apply as for chat (``admit`` and the answer stages): the answer's ``usage.total_tokens``
 is what a token limit is charged.
 """
 
@@ -15,34 +15,57 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from llmroute import dispatch
+from llmroute.dispatch import Budget, send
 from llmroute.errors import InvalidRequest, ModelNotFound
-from llmroute.observe.trace import Recorder
-from llmroute.flow.pipeline import Routed, rank
-from llmroute.policy.auth import Caller
-from llmroute.runtime import Runtime
-from llmroute.types import Backend, ChatRequest, Intent, RoutePlan
+from llmroute.flow.call import Call
+from llmroute.flow.headers import embeddings_headers
+from llmroute.flow.pipeline import admit, record
+from llmroute.flow.rank import rank
+from llmroute.flow.stages import abandon, around
+from llmroute.strategy.protocol import Matched
+from llmroute.types import Backend, Intent, Routed, RoutePlan
 
 EMBED = Intent("embeddings", 1.0, source="endpoint")
 """The intent an embeddings request carries through the anchor (it is never classified)."""
 
 
-async def serve_embeddings(rt: Runtime, request: ChatRequest, caller: Caller | None,
-                           headers: Mapping[str, str], trace: Recorder | None) -> Routed:
-    """Plan, rank and send an embeddings ``request`` (``pipeline.Server``). Raises
-    ModelNotFound (404) or InvalidRequest (400) for a ``model`` no embeddings backend
-    serves, PermissionDenied (403) for a pool ``caller``'s key may not use, and as
-    ``dispatch.complete`` does."""
-    plan = embedding_plan(rt.backends, request.model, rt.config.retry.max_attempts)
-    if caller is not None:
-        caller.check_pool(plan.pool)
-    trace = trace or Recorder(request.request_id, request.request_id)
-    trace.strategy("embeddings", "embeddings", plan.pool)
-    candidates = rank(rt, request, EMBED, plan, explain=False)
-    trace.anchor(candidates)
-    backend, body = await dispatch.complete(rt.dispatch, request, plan, candidates, trace)
-    trace.answered(body)
-    return Routed(_headers(request, backend), body=_named(body, request.model))
+async def route_embeddings(call: Call) -> Routed:
+    """Serve an embeddings ``call`` (a ``call.Flow``): admit, plan, rank, the answer inside
+    the answer stages, record. Raises ModelNotFound (404) or InvalidRequest (400) for
+    a ``model`` no embeddings backend serves, PermissionDenied (403) for a pool the caller's
+    key may not use, and as ``pipeline.route`` does."""
+    try:
+        await admit(call)
+        plan(call)
+        rank(call)
+        return record(call, await around(call, _answer))
+    except BaseException as err:
+        await abandon(call, err)
+        raise
+
+
+def plan(call: Call) -> None:
+    """``call.matched``: the embeddings plan of the model the request names (the
+    ``embeddings`` strategy, noted in the trace), its pool checked against the caller."""
+    rt, request = call.rt, call.request
+    chosen = embedding_plan(rt.backends, request.model, rt.config.retry.max_attempts)
+    if call.caller is not None:
+        call.caller.check_pool(chosen.pool)
+    call.intent = EMBED
+    call.matched = Matched("embeddings", 0, "embeddings", "embeddings", chosen, None)
+    call.trace.strategy("embeddings", "embeddings", chosen.pool)
+
+
+async def _answer(call: Call) -> Routed:
+    """The ranked plan through dispatch; the engine's answer with ``model`` as the client
+    named it."""
+    d = call.decision
+    assert d is not None
+    sent = await send(call.rt.dispatch, call.request, d.plan,
+                      Budget(d.candidates, d.plan.max_attempts, call.trace))
+    assert sent.body is not None
+    return Routed(embeddings_headers(call.request, sent.backend),
+                  body=_named(sent.body, call.request.model))
 
 
 def embedding_plan(backends: Mapping[str, Backend], model: str, max_attempts: int
@@ -67,11 +90,6 @@ def embedding_plan(backends: Mapping[str, Backend], model: str, max_attempts: in
     raise ModelNotFound(f"No embeddings model '{model}': use an embeddings pool "
                         f"({', '.join(pools) or 'none configured'}) or its served model "
                         "name", param="model")
-
-
-def _headers(request: ChatRequest, backend: Backend) -> dict[str, str]:
-    return {"x-request-id": request.request_id, "x-llmroute-backend": backend.id,
-            "x-llmroute-pool": backend.pool}
 
 
 def _named(body: dict[str, Any], model: str) -> dict[str, Any]:

@@ -1,41 +1,39 @@
 """The legs of a strategy that serves a request itself (``strategy.protocol.Legs``): each
-leg is ranked by the anchor inside one pool and sent through dispatch's failover, and every
-leg spends from the request's one attempt budget (``dispatch.Budget``), so retries never
-multiply across legs."""
+leg is ranked by the anchor inside one pool and sent through dispatch's one door
+(``dispatch.send``: the pool's degradation tier, the capability checks, the frozen-engine
+watchdog and failover, as for a plain request), and every leg spends from the request's one
+attempt budget (``dispatch.Budget``), so retries never multiply across legs."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from llmroute.dispatch.attempt import Budget
-from llmroute.dispatch.deps import Deps
-from llmroute.dispatch.failover import pending_prefill, with_failover
-from llmroute.dispatch.relay import Relay
+from llmroute.dispatch import Budget, send
 from llmroute.errors import ContextLengthExceeded, NoBackendAvailable
-from llmroute.fuse.stops import cut_answer, pending_stops
+from llmroute.flow.rank import rank_plan
 from llmroute.observe.trace import Recorder
 from llmroute.policy.auth import Caller
-from llmroute.types import Backend, Candidate, ChatRequest, RoutePlan
-
-Ranker = Callable[..., list[Candidate]]
-"""``rank(request, plan, explain=False)``: a plan's backends ranked for a request
-(``pipeline.rank`` with the request's intent)."""
+from llmroute.runtime import Runtime
+from llmroute.types import Backend, Candidate, ChatRequest, Intent, RoutePlan
 
 
 class PoolLegs:
-    """Legs over dispatch ``deps`` and the router's ``backends``: ``rank`` orders a pool's
-    members, ``left`` attempts remain of the request's budget; each attempt is noted in
-    ``trace`` (the request's); ``caller`` (None: auth off) must be allowed every pool a leg uses."""
+    """Legs over ``rt`` for a request the gate read as ``intent``: a leg's pool is ranked
+    with that intent, ``left`` attempts remain of the request's budget; each attempt is
+    noted in ``trace`` (the request's); ``caller`` (None: auth off) must be allowed every
+    pool a leg uses. ``client_logprobs``: the client asked for logprobs, so a leg asking
+    for them needs a backend that gives them (else they are the strategy's own ask, which
+    it copes without: ``dispatch.send``'s ``optional_logprobs``)."""
 
-    def __init__(self, deps: Deps, backends: Mapping[str, Backend], rank: Ranker, left: int,
-                 trace: Recorder, caller: Caller | None = None):
-        self._deps = deps
-        self._backends = backends
-        self._rank = rank
+    def __init__(self, rt: Runtime, intent: Intent, left: int, trace: Recorder,
+                 caller: Caller | None = None, client_logprobs: bool = False):
+        self._rt = rt
+        self._intent = intent
         self.left = left
         self.trace = trace
         self._caller = caller
+        self._optional_logprobs = not client_logprobs
 
     def check_pool(self, pool: str) -> None:
         """Raises PermissionDenied when the caller may not use ``pool``."""
@@ -48,22 +46,13 @@ class PoolLegs:
         plan = self._plan(pool, reserve)
         budget = Budget(self._rank(request, plan), self.left - reserve, self.trace)
         self.left = reserve  # taken now, what is unused given back: legs may run concurrently
-
-        async def call(backend: Backend) -> dict[str, Any]:
-            return await self._deps.client.complete(backend, request.endpoint, request.body,
-                                                    request.request_id)
         try:
-            attempt, answer = await with_failover(self._deps, plan, budget, call,
-                                                  request.prompt_tokens,
-                                                  pending_prefill(self._deps, request),
-                                                  request.body)
+            sent = await send(self._rt.dispatch, request, plan, budget,
+                              optional_logprobs=self._optional_logprobs)
         finally:
             self.left += budget.left
-        usage = answer.get("usage")
-        tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
-        attempt.succeed(output_tokens=tokens if isinstance(tokens, int) else None)
-        stops = pending_stops(request.body, self._deps.client.learned, attempt.backend)
-        return attempt.backend, answer if stops is None else cut_answer(answer, stops)
+        assert sent.body is not None
+        return sent.backend, sent.body
 
     async def stream(self, request: ChatRequest, pools: Sequence[str]
                      ) -> tuple[Backend, AsyncIterator[bytes]]:
@@ -72,16 +61,12 @@ class PoolLegs:
         ranked = [self._rank(request, plan) for plan in plans]
         order = ranked[0][:1] + [c for r in ranked[1:] for c in r] + ranked[0][1:]
         budget = Budget(order, self.left, self.trace)
-        relay = Relay(self._deps, request, plans[0], budget)
-        relay.prewarm()
         try:
-            attempt = (await relay.open_leg()).attempt
-        except BaseException:
-            relay.stop_warm()
-            raise
+            sent = await send(self._rt.dispatch, request, plans[0], budget)
         finally:
             self.left = budget.left
-        return attempt.backend, relay.stream()
+        assert sent.stream is not None
+        return sent.backend, sent.stream
 
     def best_score(self, request: ChatRequest, pool: str) -> float | None:
         """See ``Legs.best_score`` (the pool ranked with every scorer, as ``/debug/route``
@@ -105,5 +90,9 @@ class PoolLegs:
                                      f"on pool {pool}")
         return RoutePlan(pool, "strategy leg", self._members(pool), (), self.left - reserve)
 
+    def _rank(self, request: ChatRequest, plan: RoutePlan, explain: bool = False
+              ) -> list[Candidate]:
+        return rank_plan(self._rt, request, self._intent, plan, explain=explain)
+
     def _members(self, pool: str) -> tuple[str, ...]:
-        return tuple(b.id for b in self._backends.values() if b.pool == pool)
+        return tuple(b.id for b in self._rt.backends.values() if b.pool == pool)

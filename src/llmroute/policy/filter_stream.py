@@ -1,6 +1,6 @@
 """The output filter over a streamed answer: the relay's SSE bytes in, filtered SSE out.
 
-It sits on the client's side of the relay (``pipeline.serve`` wraps the stream), so the
+It sits on the client's side of the relay (``flow/stages.OutputFilter`` wraps it), so the
 relay is untouched and a stream without lists pays nothing. Each ``data:`` chunk's text
 (``choices[0].delta.content``, or ``choices[0].text`` for completions) goes through one
 ``TextScan``: text is held back until no entry can still match it (at most the longest

@@ -96,25 +96,29 @@ class TrialStats:
                 for s, arms in self._tallies.items()}
 
     async def timed(self, strategy: str, arm: str, serving: Awaitable[Any],
-                    verdict: Callable[[Any], bool | None] = lambda _: None,
-                    final: Callable[[Any], bool] = lambda _: True) -> Any:
-        """``serving``'s result, its time and outcome recorded (``verdict`` reads whether
-        the result was verified; a result ``final`` says is not finished — a stream — is
-        left to ``watched``). A server error (5xx, or not an LLMRouteError) is recorded as
-        the arm's error, a client's (4xx) not at all; either is re-raised."""
+                    verdict: Callable[[Any], bool | None] = lambda _: None) -> Any:
+        """``serving``'s result (a finished answer: a stream is timed by ``watched``), its
+        time and outcome recorded (``verdict`` reads whether the result was verified). A
+        server error is recorded as the arm's error (``failed``); either way it is
+        re-raised."""
         t0 = self.clock()
         try:
             result = await serving
-        except LLMRouteError as err:
+        except BaseException as err:
+            self.failed(strategy, arm, t0, err)
+            raise
+        self.record(strategy, arm, self.clock() - t0, True, verdict(result))
+        return result
+
+    def failed(self, strategy: str, arm: str, t0: float, err: BaseException) -> None:
+        """``err`` ended ``arm``'s answer begun at ``t0`` (this clock, s): a server error
+        (5xx, or an exception that is not an LLMRouteError) is recorded as the arm's error;
+        a client's (4xx) and a cancellation (the client left) are not recorded at all."""
+        if isinstance(err, LLMRouteError):
             if err.status >= 500:
                 self.record(strategy, arm, self.clock() - t0, False)
-            raise
-        except Exception:
+        elif isinstance(err, Exception):
             self.record(strategy, arm, self.clock() - t0, False)
-            raise
-        if final(result):
-            self.record(strategy, arm, self.clock() - t0, True, verdict(result))
-        return result
 
     async def watched(self, strategy: str, arm: str, t0: float, stream: AsyncIterator[bytes]
                       ) -> AsyncIterator[bytes]:

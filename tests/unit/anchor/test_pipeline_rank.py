@@ -1,4 +1,4 @@
-"""``pipeline.rank``: the plan's pool through the pool filter, fallbacks ranked only when the
+"""``rank.rank_plan``: the plan's pool through the pool filter, fallbacks ranked only when the
 primaries leave attempts unused; ``pipeline.route`` counts a prompt as pending prefill until
 its first token and teaches the TTFT model."""
 
@@ -10,8 +10,8 @@ from fakes.anchor_ctx import request
 from fakes.router import make_config, open_router
 from fakes.upstream import serve_upstream
 
-from llmroute.flow import pipeline
 from llmroute.assemble.runtime import make_backends, wire
+from llmroute.flow.rank import rank_plan
 from llmroute.types import Intent, RoutePlan
 
 URL = "http://127.0.0.1:9"
@@ -30,7 +30,7 @@ async def ranked(max_attempts: int, plan: RoutePlan, busy: tuple[str, ...] = ())
         rt = wire(cfg, make_backends(cfg, {}), session)
         for bid in busy:
             rt.stats.sent(bid, 1, 0.0)
-        return pipeline.rank(rt, request(), Intent("chat", 1.0), plan)
+        return rank_plan(rt, request(), Intent("chat", 1.0), plan)
 
 
 def _ids(cands) -> list[str]:
@@ -106,4 +106,4 @@ async def test_primaries_stop_at_the_attempt_budget_only_when_contexts_are_equal
         rt = wire(cfg, make_backends(cfg, {}), session)
         for bid in ("a", "b", "b"):
             rt.stats.sent(bid, 1, 0.0)
-        assert _ids(pipeline.rank(rt, request(), Intent("chat", 1.0), plan)) == expected
+        assert _ids(rank_plan(rt, request(), Intent("chat", 1.0), plan)) == expected

@@ -1,6 +1,6 @@
-"""Dispatch alone: ``complete`` and ``open_stream`` driven with a hand-built ``Deps`` (no
-Runtime, no app, no config file) over scripted upstreams on loopback, with a clock that
-moves 0.5 s per reading."""
+"""Dispatch alone: ``send`` (JSON and SSE) driven with a hand-built ``Deps`` (no Runtime, no
+app, no config file) over scripted upstreams on loopback, with a clock that moves 0.5 s per
+reading."""
 
 from __future__ import annotations
 
@@ -58,12 +58,16 @@ def plan(bs: list[Backend]) -> RoutePlan:
     return RoutePlan("general", "test", tuple(b.id for b in bs))
 
 
+def budget(bs: list[Backend]) -> dispatch.Budget:
+    return dispatch.Budget([Candidate(x, 1.0) for x in bs], 3)
+
+
 async def test_complete_fails_over_and_settles_each_attempt():
     async with serve_upstream([("status", 503)]) as a, serve_upstream(["ok"]) as b:
         bs = backends(a, b)
         async with deps_over(bs) as deps:
-            served, answer = await dispatch.complete(deps, request(False), plan(bs),
-                                                     [Candidate(x, 1.0) for x in bs])
+            served, answer, _ = await dispatch.send(deps, request(False), plan(bs),
+                                                    budget(bs))
             stats = deps.stats.snapshot(10.0).stats
             opened = deps.breaker.state("b0", 2.0)  # opened at 0.5, cools down for 5 s
             affinity = deps.affinity.index.matched(deps.affinity.keys(request(False)))
@@ -82,8 +86,7 @@ async def test_open_stream_hands_off_mid_stream_and_records_the_event():
             serve_upstream(["ok"], " jumps.") as b:
         bs = backends(a, b)
         async with deps_over(bs) as deps:
-            first, stream = await dispatch.open_stream(deps, request(True), plan(bs),
-                                                       [Candidate(x, 1.0) for x in bs])
+            first, _, stream = await dispatch.send(deps, request(True), plan(bs), budget(bs))
             data = b"".join([part async for part in stream]).decode()
             events = await deps.fuse_events.recent(5)
             stats = deps.stats.snapshot(100.0).stats

@@ -44,10 +44,10 @@ async def _ask(ups, dark_ids: set[str], engine: str = "vllm"):
     async with aiohttp.ClientSession() as session:
         deps = _deps(session, [b.id for b in bs], dark_ids)
         started = time.monotonic()
-        served, _ = await dispatch.complete(deps, request, RoutePlan("general", "t",
-                                                                     tuple(b.id for b in bs)),
-                                            [Candidate(b, 1.0) for b in bs])
-        return served.id, time.monotonic() - started
+        sent = await dispatch.send(deps, request, RoutePlan("general", "t",
+                                                            tuple(b.id for b in bs)),
+                                   dispatch.Budget([Candidate(b, 1.0) for b in bs], 3))
+        return sent.backend.id, time.monotonic() - started
 
 
 async def test_a_frozen_engine_fails_over_within_its_ttft_bound():

@@ -15,6 +15,7 @@ from fakes.router import make_config, open_router
 from fakes.upstream import Upstream, serve_upstream
 
 from llmroute.assemble.policy import build_policy
+from llmroute.assemble.stages import answer_stages
 from llmroute.policy.issue import issue_key
 from llmroute.policy.keys import Limits, Tenant
 from llmroute.runtime import Runtime
@@ -55,6 +56,7 @@ def gated(tmp_path):
                     update={"enabled": False})})) as (rt, client):
                 rt.policy = build_policy(cfg, clock, lambda: WALL0 + clock.now(),
                                          {"ADMIN_FOR_TESTS": ADMIN})
+                rt.stages = answer_stages(rt)  # the usage meter with the policy
                 yield Gated(rt, client, clock, up)
                 rt.policy.keys.close()
     return open_gated

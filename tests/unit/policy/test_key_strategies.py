@@ -11,6 +11,7 @@ from fakes.router import make_config, open_router
 from fakes.upstream import serve_upstream
 
 from llmroute.assemble.policy import build_policy
+from llmroute.assemble.stages import answer_stages
 from llmroute.policy.issue import issue_key
 from llmroute.policy.keys import Tenant
 
@@ -42,6 +43,7 @@ async def test_a_strategy_outside_the_keys_list_is_refused(tmp_path):
                 update={"enabled": False})})) as (rt, client):
             rt.policy = build_policy(cfg, clock, lambda: 1e9 + clock.now(),
                                      {"ADMIN_FOR_TESTS": ADMIN})
+            rt.stages = answer_stages(rt)  # the usage meter with the policy
             await rt.policy.keys.put_tenant(Tenant("acme"))
             only_other, _ = await issue_key(rt.policy.keys, "acme", 1e9, strategies=("other",))
             allowed, _ = await issue_key(rt.policy.keys, "acme", 1e9, strategies=("errors",))

@@ -130,14 +130,15 @@ async def test_concurrency_leases_cap_requests_in_flight(gated):
 
 
 async def test_a_client_leaving_mid_stream_frees_its_lease_and_settles(gated):
-    from llmroute.flow import pipeline
     from llmroute.api.wire import parse_chat
+    from llmroute.flow import pipeline
+    from llmroute.flow.call import Call
 
     async with gated(script=[("stall", 5)]) as g:
         secret, _ = await g.issue(limits=Limits(max_concurrency=1, tpm=1000))
         caller = await pipeline.authenticate(g.rt, bearer(secret))
-        routed = await pipeline.route(g.rt, parse_chat(body(max_tokens=400, stream=True),
-                                                       "r1"), caller)
+        routed = await pipeline.route(Call(g.rt, parse_chat(body(max_tokens=400, stream=True),
+                                                             "r1"), caller))
         first = await anext(routed.stream)
         refused = await g.client.post(CHAT, json=body(), headers=bearer(secret))
         await routed.stream.aclose()  # what the app does when the client disconnects

@@ -17,6 +17,7 @@ from fakes.upstream import serve_upstream
 from structlog.testing import capture_logs
 
 from llmroute.assemble.policy import build_policy
+from llmroute.assemble.stages import answer_stages
 from llmroute.policy.issue import issue_key
 from llmroute.policy.keys import Limits, Tenant
 
@@ -41,6 +42,7 @@ async def redis_router(tmp_path, url: str, **state: Any) -> AsyncIterator[Any]:
         async with open_router(off) as (rt, client):
             rt.policy = build_policy(cfg, FakeClock(), time.time, {"ADMIN_FOR_TESTS": ADMIN},
                                      registry=rt.metrics.registry)
+            rt.stages = answer_stages(rt)  # the usage meter with the policy
             await rt.policy.keys.put_tenant(Tenant("acme", Limits(tpm=10_000,
                                                                   daily_tokens=100_000)))
             secret, _ = await issue_key(rt.policy.keys, "acme", time.time(),

@@ -8,6 +8,7 @@ from fakes.router import make_config, open_router
 from fakes.upstream import serve_upstream
 
 from llmroute.assemble.policy import build_policy
+from llmroute.assemble.stages import answer_stages
 from llmroute.policy.issue import issue_key
 from llmroute.policy.keys import Tenant
 
@@ -42,6 +43,7 @@ async def test_forged_headers_select_nothing_when_auth_is_on(tmp_path):
                 update={"enabled": False})})) as (rt, client):
             rt.policy = build_policy(cfg, clock, lambda: 1e9 + clock.now(),
                                      {"ADMIN_FOR_TESTS": "admin-secret-for-tests"})
+            rt.stages = answer_stages(rt)  # the usage meter with the policy
             for tenant in ("acme", "evil"):
                 await rt.policy.keys.put_tenant(Tenant(tenant))
             evil, _ = await issue_key(rt.policy.keys, "evil", 1e9)

@@ -13,6 +13,7 @@ from fakes.clock import FakeClock
 from fakes.router import make_config, open_router
 from fakes.upstream import serve_upstream
 from llmroute.assemble.policy import build_policy
+from llmroute.assemble.stages import answer_stages
 from llmroute.errors import ConfigError
 from llmroute.strategy.handoffs import HandoffStore
 
@@ -133,6 +134,7 @@ async def test_with_auth_on_the_operator_api_needs_the_admin_key(folder, tmp_pat
         async with open_router(off) as (rt, client):
             clock = FakeClock()
             rt.policy = build_policy(cfg, clock, clock.now, {"ADMIN_FOR_TESTS": "adm"})
+            rt.stages = answer_stages(rt)  # the usage meter with the policy
             anonymous = await client.get("/admin/handoffs")
             wrong = await client.get("/v1/handoffs/hof-x")
             admin = await client.get("/admin/handoffs",
