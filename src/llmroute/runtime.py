@@ -6,7 +6,7 @@ Config and owns its lifetime; the request path only reads it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -47,18 +47,22 @@ C = TypeVar("C", contravariant=True)
 class Stage(Protocol[C]):
     """An answer stage (``flow/stages.py`` holds the contract's prose, runs the stages and
     defines the built-ins); ``C`` is the request record, ``flow.call.Call``, which holds
-    this Runtime, so it is a parameter here rather than a name imported from above."""
+    this Runtime, so it is a parameter here rather than a name imported from above. A
+    stage with nothing to do before the answer, or nothing to give back, has None for that
+    hook: the flow skips it (a hook is a coroutine per request)."""
 
-    async def before(self, call: C) -> Routed | None:
-        """Before the request is ranked and sent; an answer here answers it early."""
+    @property
+    def before(self) -> Callable[[C], Awaitable[Routed | None]] | None:
+        """Before the strategy answers; a Routed returned answers the request early."""
         ...
 
     async def after(self, call: C, routed: Routed) -> Routed:
         """The answer (JSON body or stream), wrapped or changed on its way out."""
         ...
 
-    async def failed(self, call: C, err: BaseException) -> None:
-        """The request failed at a step after admission: give back what this holds."""
+    @property
+    def failed(self) -> Callable[[C, BaseException], Awaitable[None]] | None:
+        """The request failed at a step from admission on: give back what this holds."""
         ...
 
 

@@ -55,15 +55,18 @@ async def send(deps: Deps, request: ChatRequest, plan: RoutePlan, budget: Budget
     Raises InvalidRequest (400) as ``check_logprobs`` and ``choice_capable`` do,
     NoBackendAvailable (503) when the degraded pool sheds, and as ``with_failover`` does
     (the engine's own 4xx, 429, 503, 504)."""
-    ordered = degrade(deps, plan, budget.queue, request.request_id)
-    if ordered is None:
-        return _canned(deps, request, plan)
-    if not optional_logprobs:
-        check_logprobs(request, ordered)
-    if request.stream:
+    if plan.pool in deps.fuse.degradation:  # a pool without tiers is never degraded
+        ordered = degrade(deps, plan, budget.queue, request.request_id)
+        if ordered is None:
+            return _canned(deps, request, plan)
         budget.queue = ordered
+    body = request.body  # the capability checks, only for a request that asks
+    if "logprobs" in body and not optional_logprobs:
+        check_logprobs(request, budget.queue)
+    if request.stream:
         return await _open_stream(deps, request, plan, budget)
-    budget.queue = choice_capable(request, ordered)
+    if "n" in body:
+        budget.queue = choice_capable(request, budget.queue)
 
     async def call(backend: Backend) -> dict[str, Any]:
         """Bounded by the backend's TTFT once the collector sees its engine frozen
@@ -125,7 +128,7 @@ def check_logprobs(request: ChatRequest, candidates: list[Candidate]) -> None:
     (chat: ``logprobs: true``; legacy completions: an integer ``logprobs``) and no candidate
     can give them (``capabilities``, else the engine kind's defaults), rather than answer
     with a silent ``logprobs: null``."""
-    if "logprobs" in request.body and asks_logprobs(request) and \
+    if asks_logprobs(request) and \
             not any("logprobs" in capabilities_of(c.backend) for c in candidates):
         raise InvalidRequest("logprobs were asked for, but no backend that can serve this "
                              "request gives them", param="logprobs",

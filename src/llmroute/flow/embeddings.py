@@ -6,8 +6,8 @@
 ranked by the anchor like a chat pool's (the request's size is its input's estimated tokens)
 and tried with failover within the retry budget; the engine's JSON answer (``data``,
 ``usage``) is returned as it came, with ``model`` as the client named it. Keys, limits and
-quotas apply as for chat (``admit`` and the answer stages): the answer's ``usage.total_tokens``
-is what a token limit is charged.
+quotas apply as for chat (``pipeline.admit``, the usage meter stage): the answer's
+``usage.total_tokens`` is what a token limit is charged.
 """
 
 from __future__ import annotations

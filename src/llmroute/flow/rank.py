@@ -28,10 +28,12 @@ def rank_plan(rt: Runtime, request: ChatRequest, intent: Intent, plan: RoutePlan
     snapshot = rt.stats.snapshot(now)
     ctx = AnchorContext(request, intent, snapshot, now, frozenset((plan.pool,)))
     named = [rt.backends[b] for b in plan.backend_ids]
-    uniform = len({b.context_length for b in named}) == 1
+    uniform = len(named) == 1 or len({b.context_length for b in named}) == 1
     primary = rt.profile.rank(ctx, named, limit=plan.max_attempts if uniform else None,
                               explain=explain)
-    rest = [b for b in named if b.pool != plan.pool] + [rt.backends[b] for b in plan.fallback_ids]
+    rest = [b for b in named if b.pool != plan.pool]
+    if plan.fallback_ids:
+        rest += [rt.backends[b] for b in plan.fallback_ids]
     fallback = _fallback(rt, AnchorContext(request, intent, snapshot, now), rest,
                          plan.max_attempts - len(primary), explain) if rest else []
     if primary or fallback:
@@ -56,7 +58,7 @@ def rank(call: Call, explain: bool = False) -> None:
     matched, intent = call.matched, call.intent
     assert matched is not None and intent is not None
     plan = matched.plan
-    named = plan.backend_ids or plan.fallback_ids
-    candidates = rank_plan(call.rt, call.request, intent, plan, explain=explain) if named else []
+    candidates = rank_plan(call.rt, call.request, intent, plan, explain=explain) \
+        if plan.backend_ids or plan.fallback_ids else []
     call.decision = Decision(intent, plan, candidates, matched)
     call.trace.anchor(candidates)

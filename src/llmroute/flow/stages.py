@@ -1,6 +1,6 @@
 """Answer stages: what wraps a request's answer, each concern one stage, in one order.
 
-The contract (``runtime.Stage``, over a ``Call``), three async methods:
+The contract (``runtime.Stage``, over a ``Call``), three async hooks:
 
 * ``before(call) -> Routed | None`` runs once the plan is ranked (``call.decision``), before
   the strategy answers. It notes what it needs on the Call, or answers early: a Routed
@@ -13,6 +13,10 @@ The contract (``runtime.Stage``, over a ``Call``), three async methods:
 * ``failed(call, err)`` runs, for every stage, when the request fails at any step from
   admission on (``err``: what it raised): the stage gives back what it holds for the call,
   if anything.
+
+A stage with nothing to do before the answer, or nothing to give back, sets that hook to
+None (``before = None``): the runner skips it, so a stage costs no coroutine where it does
+nothing.
 
 ``rt.stages`` is the order, outermost first: the befores run in it, the afters in reverse
 (the innermost stage sees the engine's answer first), the failed hooks in reverse too. The
@@ -56,8 +60,8 @@ async def around(call: Call, serve: Flow) -> Routed:
     entered = 0
     routed = None
     for stage in stages:
-        routed = await stage.before(call)
-        if routed is not None:
+        before = stage.before
+        if before is not None and (routed := await before(call)) is not None:
             break
         entered += 1
     if routed is None:
@@ -69,10 +73,12 @@ async def around(call: Call, serve: Flow) -> Routed:
 
 
 async def abandon(call: Call, err: BaseException) -> None:
-    """``err`` ended the request after admission: every stage's ``failed``, innermost
+    """``err`` ended the request from admission on: every stage's ``failed``, innermost
     first."""
     for stage in reversed(call.rt.stages):
-        await stage.failed(call, err)
+        failed = stage.failed
+        if failed is not None:
+            await failed(call, err)
 
 
 class UsageMeter:
@@ -81,9 +87,7 @@ class UsageMeter:
     when it ends (``policy/usage.Metered``), nothing served when the request fails (every
     reserved token goes back); adds the ``x-ratelimit-*`` headers."""
 
-    async def before(self, call: Call) -> Routed | None:
-        """Nothing to do: ``admit`` reserved."""
-        return None
+    before = None  # ``admit`` reserved
 
     async def after(self, call: Call, routed: Routed) -> Routed:
         """Settle (JSON) or meter the stream."""
@@ -109,9 +113,7 @@ class PrioritySlot:
     ends (a stream's last chunk), the first token measured against the class's TTFT
     target; ``x-llmroute-priority`` names the class."""
 
-    async def before(self, call: Call) -> Routed | None:
-        """Nothing to do: ``admit`` took the place."""
-        return None
+    before = None  # ``admit`` took the place
 
     async def after(self, call: Call, routed: Routed) -> Routed:
         """Hand the place to the stream, or free it after a JSON answer."""
@@ -158,6 +160,7 @@ class TrialTiming:
         if t0 is None or call.matched is None or call.matched.trial is None:
             return routed
         trial, stats = call.matched.trial, call.rt.strategy.trials
+        call.trial_t0 = None  # recorded here or by the stream: never again by ``failed``
         headers = routed.headers | trial_headers(trial)
         if routed.stream is not None:
             return Routed(headers, stream=stats.watched(trial.strategy_id, trial.arm, t0,
@@ -180,18 +183,13 @@ class OutputFilter:
     def __init__(self, screen: ContentFilter):
         self._screen = screen
 
-    async def before(self, call: Call) -> Routed | None:
-        """Nothing to do."""
-        return None
+    before = failed = None  # nothing to do before the answer, nothing held
 
     async def after(self, call: Call, routed: Routed) -> Routed:
         """Filter the answer."""
         if call.request.endpoint == "embeddings":
             return routed
         return filtered(self._screen, call.request, routed, call.trace)
-
-    async def failed(self, call: Call, err: BaseException) -> None:
-        """Nothing held."""
 
 
 def filtered(screen: ContentFilter, request: ChatRequest, routed: Routed, trace: Recorder

@@ -29,6 +29,7 @@ import random
 import re
 import time
 from contextvars import ContextVar
+from operator import attrgetter
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -287,7 +288,7 @@ class Recorder:
             "status": self.status, "usage": self.summary.get("usage"),
             "finish_reason": self.summary.get("finish_reason")}))
         return Trace(self.request_id, self.trace_id, self.at, total, self.status,
-                     self.summary, tuple(sorted(self.steps, key=_start)), self.span_id,
+                     self.summary, tuple(sorted(self.steps, key=_START)), self.span_id,
                      self.parent_span_id)
 
 
@@ -319,8 +320,9 @@ def failure(exc: BaseException) -> tuple[int, str]:
     return 500, "internal error"
 
 
-def _start(step: Step) -> float:
-    return step.start_ms
+_START = attrgetter("start_ms")
+"""A step's start (ms): the order of a finished trace's steps (a C-level key: no Python call
+per step)."""
 
 
 def _num(x: float) -> float | None:
