@@ -47,7 +47,7 @@ pools:
 backends:
   - {id: e1, pool: forced, engine: llamacpp, launch: {ctx_size: 2048, slots: 1, threads: 1}}
   - {id: e2, pool: steady, engine: llamacpp, launch: {ctx_size: 2048, slots: 1, threads: 1}}
-routing: {default_pool: steady}
+routing: {default_pool: steady, cross_pool_fallback: true}
 fuse:
   pools: {forced: {threshold_nats: 0.001, run_tokens: 10}}
 """
