@@ -71,7 +71,7 @@ def minilm() -> Embed:
 def tuned() -> Embed:
     """The gate's fine-tuned encoder (int8 on ONNX Runtime), as the gate runs it."""
     from llmroute.gate.encoder import TunedEncoder
-    from llmroute.gate.tuned import resolve
+    from llmroute.gate.pick import resolve
     return TunedEncoder(resolve()).encode
 
 

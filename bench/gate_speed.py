@@ -41,7 +41,7 @@ from llmroute.gate.compress import prompt_request
 from llmroute.gate.encoder import TunedEncoder
 from llmroute.gate.model import GateModel
 from llmroute.gate.semantic import SemanticGate
-from llmroute.gate.tuned import resolve
+from llmroute.gate.pick import resolve
 from llmroute.types import ChatRequest
 
 FILLER = ("The quarterly report describes revenue, costs, staffing and the plans of each "

@@ -104,7 +104,7 @@ class OnnxEncoder:
 
 
 class TunedEncoder(OnnxEncoder):
-    """The fine-tuned multilingual-e5-small (``finetune``; a ``tuned.resolve()`` folder) on
+    """The fine-tuned multilingual-e5-small (``finetune``; a ``pick.resolve()`` folder) on
     ONNX Runtime: reads ``PREFIX`` + each text, ``clip``-ped to ``MAX_TOKENS`` tokens, pads
     with XLM-R's ``<pad>`` (id 1); ``encode`` returns ``(n, 384)`` float32 unit rows, English
     and Chinese alike. Raises GateModelError when the files cannot be loaded."""

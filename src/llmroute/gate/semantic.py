@@ -7,7 +7,7 @@ Per request (docs/gate.md):
 3. first stage: ``NgramHead`` probabilities × structure priors (source ``fast``);
 4. when the top probability is below ``second_opinion_below``, the latest turn is not
    pasted material (``Compressed.pasted``: the encoder would read only its two ends) and
-   the encoder is started, the fine-tuned multilingual encoder (``tuned.resolve()``;
+   the encoder is started, the fine-tuned multilingual encoder (``pick.resolve()``;
    English and Chinese alike) embeds the latest turn (micro-batched in the gate's worker
    thread) and the two opinions are combined, the encoder's under the same structure terms
    as the first stage (``verdict.structure_vector``; source ``fast+encoder``);
@@ -50,8 +50,8 @@ from llmroute.gate.heads_cache import heads_dir
 from llmroute.gate.intents import INTENTS
 from llmroute.gate.model import GateModel, build_model
 from llmroute.gate.overrides import RuleOverrides
+from llmroute.gate.pick import resolve
 from llmroute.gate.rules import RulesClassifier
-from llmroute.gate.tuned import resolve
 from llmroute.gate.verdict import (
     combine,
     first_stage,
@@ -118,7 +118,7 @@ class SemanticGate:
         return self.model is not None
 
     def load(self) -> GateModel:
-        """Fit the heads and load the fine-tuned encoder (``tuned.resolve``). Blocking; a
+        """Fit the heads and load the fine-tuned encoder (``pick.resolve``). Blocking; a
         missing or damaged encoder leaves the first stage alone. The fitted heads are cached on disk
         (``heads_cache``; in ``cfg.cache_dir``, default ``$LLMROUTE_CACHE/gate``) for the
         default examples, and for given ``examples`` when ``cfg.cache_dir`` is set. Raises

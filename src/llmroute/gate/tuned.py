@@ -9,19 +9,8 @@ what is read changes the key, and one that does not keeps it) with their intents
 ``finetune.Recipe``, the encoder's reading constants (``PREFIX``, ``MAX_TOKENS``,
 ``HEAD_TOKENS``), the source of the code that builds, trains and exports the model
 (``KEY_MODULES``) and the base model file's size. Library versions are not part of it: a
-patch release of onnxruntime should not cost a machine a fine-tune.
-
-``resolve()`` picks the model for the gate, cheapest first, and never loads a copy whose
-files do not match their digests:
-
-1. the model shipped in the package (``gate/data/tuned``) when its key is the current key —
-   the usual case: nothing to train;
-2. ``$LLMROUTE_CACHE/gate/tuned-<key>`` when a set-up fine-tune
-   (``python -m llmroute.gate.finetune``, run by ``make engine`` beside the engine build)
-   wrote it; a copy that fails its digests is logged and deleted (the next set-up run
-   rebuilds it);
-3. the shipped model although its key is stale (the rows or the code changed and no
-   set-up fine-tune ran yet), with a warning naming the command that brings it up to date.
+patch release of onnxruntime should not cost a machine a fine-tune. ``pick.resolve()`` chooses
+which intact copy the gate loads.
 
 Rows from the sources that ``bench/gate_quality.py`` scores (``HELD_OUT_SOURCES``) are kept
 out of the fine-tune, so its leave-one-source-out figures stay held out for the encoder too.
@@ -34,13 +23,12 @@ import importlib.metadata
 import importlib.resources
 import importlib.util
 import json
-import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import structlog
 
-from llmroute.errors import ConfigError, GateModelError
+from llmroute.errors import ConfigError
 from llmroute.gate.encoder import TUNED_TOKENIZER
 from llmroute.gate.export import INT8, cache_root
 
@@ -178,36 +166,9 @@ def usable(folder: Path, key: str) -> bool:
     return verified_key(folder) == key
 
 
-def current_key() -> str:
-    """The key of the model the shipped rows and this code give."""
-    from llmroute.gate.finetune import Recipe
-
-    return model_key(tuning_rows(), Recipe())
-
-
 def current(key: str) -> Path | None:
     """The intact model folder for ``key`` (shipped or cached), or None."""
     for folder in (shipped_folder(), cache_folder(key)):
         if usable(folder, key):
             return folder
     return None
-
-
-def resolve() -> Path:
-    """The folder of the fine-tuned model to load (module docstring). Raises GateModelError
-    when there is none intact."""
-    key, shipped = current_key(), shipped_folder()
-    shipped_key = verified_key(shipped)
-    if shipped_key == key:
-        return shipped
-    cached = cache_folder(key)
-    if cached.exists():
-        if usable(cached, key):
-            return cached
-        _log.warning("gate fine-tuned model damaged; deleted, not loaded", path=str(cached))
-        shutil.rmtree(cached, ignore_errors=True)
-    if shipped_key is not None:
-        _log.warning("gate fine-tuned model is older than its data or code; using it until "
-                     "`python -m llmroute.gate.finetune` has run", path=str(shipped))
-        return shipped
-    raise GateModelError("gate: no intact fine-tuned encoder (run python -m llmroute.gate.finetune)")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from llmroute.errors import ConfigError
-from llmroute.gate import e5base, finetune, tuned
+from llmroute.gate import e5base, finetune, pick, tuned
 from llmroute.gate.encoder import MAX_TOKENS, TunedEncoder, clip
 from llmroute.gate.evaluate import lenient, score
 
@@ -92,12 +92,12 @@ def test_a_damaged_model_is_detected_by_its_digests(tmp_path: Path) -> None:
 def test_resolve_deletes_a_damaged_cached_model_and_never_loads_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LLMROUTE_CACHE", str(tmp_path))
-    monkeypatch.setattr(tuned, "current_key", lambda: "new-key")
+    monkeypatch.setattr(pick, "current_key", lambda: "new-key")
     shipped = tuned.shipped_folder()
     cached = _fake_model(tuned.cache_folder("new-key"), "new-key")
-    assert tuned.resolve() == cached
+    assert pick.resolve() == cached
     (cached / tuned.FILES[1]).write_bytes(b"truncated")
-    assert tuned.resolve() == shipped  # the stale shipped model, with a warning
+    assert pick.resolve() == shipped  # the stale shipped model, with a warning
     assert not cached.exists()
 
 
@@ -105,7 +105,7 @@ def test_the_shipped_model_is_intact_and_current() -> None:
     """The committed model matches its digests and was fine-tuned on today's rows with
     today's recipe; after changing either, run ``python -m llmroute.gate.finetune --out
     src/llmroute/gate/data/tuned``."""
-    assert tuned.verified_key(tuned.shipped_folder()) == tuned.current_key()
+    assert tuned.verified_key(tuned.shipped_folder()) == pick.current_key()
 
 
 @pytest.mark.slow
