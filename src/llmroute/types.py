@@ -228,6 +228,29 @@ class BreakerView:
         return state is BreakerState.CLOSED
 
 
+class QualityState(enum.Enum):
+    """Where a backend stands in quality ejection (``fuse/ejection.py``), as the gauge
+    ``llmroute_backend_quality_state`` codes it: ``healthy`` 0, ``probing`` 1 (half-open:
+    a small share of traffic tests it), ``cut`` 2 (its share of traffic cut at once),
+    ``ejected`` 3 (out of rotation for a cool-off)."""
+
+    HEALTHY = "healthy"
+    PROBING = "probing"
+    CUT = "cut"
+    EJECTED = "ejected"
+
+
+@dataclass(frozen=True, slots=True)
+class QualityView:
+    """One demoted backend as the anchor sees it (a backend absent from the views is
+    healthy): its ``state``, the ``share`` (fraction 0–1) of the requests it may still be
+    offered (0 when ejected), and since when (``since``, clock seconds)."""
+
+    state: QualityState
+    share: float
+    since: float
+
+
 BreakerViews = Callable[[], Mapping[str, BreakerView]]
 """``() -> {backend_id: BreakerView}``, read-only; a backend absent from it is closed (the
 circuit breaker's ``views``)."""
@@ -257,7 +280,19 @@ class EngineSignals:
     - ``gen_throughput_tps``: generation throughput as the engine reports it (SGLang).
     - ``idle_slots``/``total_slots``: llama.cpp server slots.
     - ``gpu_mem_used_bytes``/``gpu_mem_free_bytes``/``gpu_util`` (fraction 0–1): DCGM.
+    - ``gpu_temp_c``: the hottest GPU's temperature, °C; ``gpu_mem_bw_util``: the share of
+      time (fraction 0–1) the GPU memory interface was busy (DCGM ``DRAM_ACTIVE``, NVML's
+      memory utilisation): a memory-bandwidth-bound engine runs near 1.
+    - ``net_rtt_ms``: the time from sending the poll to its response headers (ms) and
+      ``net_bytes_per_s``: the poll body's bytes over its transfer time, both measured by
+      the router on its own connection (``anchor/sources/http.py``; smoothed by the store).
     - ``loaded_models``: Ollama ``(name, size_vram_bytes)`` pairs.
+
+    ``rejected`` names the signals whose reading was present but nonsense (NaN, negative,
+    outside its physical range: a unit change such as a percentage where a fraction was
+    expected, or a temperature in kelvin): they are None as well, and the collector counts
+    them (``llmroute_backend_signal_rejected_total``); a rejected reading never counts
+    against a backend.
     """
 
     taken_at: float
@@ -279,8 +314,13 @@ class EngineSignals:
     gpu_mem_used_bytes: int | None = None
     gpu_mem_free_bytes: int | None = None
     gpu_util: float | None = None
+    gpu_temp_c: float | None = None
+    gpu_mem_bw_util: float | None = None
+    net_rtt_ms: float | None = None
+    net_bytes_per_s: float | None = None
     loaded_models: tuple[tuple[str, int], ...] | None = None
     missing: tuple[str, ...] = ()
+    rejected: tuple[str, ...] = ()
 
 
 class MetricsSnapshot(NamedTuple):
@@ -291,13 +331,18 @@ class MetricsSnapshot(NamedTuple):
     the collector has lost sight of (last poll failed, or signals older than
     ``stale_after_s``; ``anchor/store.py``), which the profile ranks after every other
     backend. A backend that is not polled (no metrics) or not polled yet is never dark.
-    A NamedTuple (one is made per request); its maps are read, never changed."""
+    ``hot``: the backends whose GPU is too hot for new requests (the store's thermal latch,
+    ``anchor/readings.py``); ``quality``: the demoted backends' ``QualityView`` (quality
+    ejection; absent: healthy). A NamedTuple (one is made per request); its maps are read,
+    never changed."""
 
     stats: Mapping[str, BackendStats] = _NONE
     taken_at: float = 0.0
     engines: Mapping[str, EngineSignals] = _NONE
     breakers: Mapping[str, BreakerView] = _NONE
     dark: frozenset[str] = frozenset()
+    hot: frozenset[str] = frozenset()
+    quality: Mapping[str, QualityView] = _NONE
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,15 @@ from llmroute.anchor.sources.sglang import parse_sglang_metrics
 from llmroute.anchor.sources.signals import SIGNALS
 from llmroute.anchor.sources.vllm import parse_vllm_metrics
 from llmroute.backends.engines import ENGINES
-from llmroute.types import Backend, BackendStats, BreakerView, EngineSignals, Intent
+from llmroute.types import (
+    Backend,
+    BackendStats,
+    BreakerView,
+    EngineSignals,
+    Intent,
+    QualityState,
+    QualityView,
+)
 
 REG = register_builtins()
 IDS = ["a", "b", "c", "d"]
@@ -42,7 +50,9 @@ engine_signals = st.builds(
     EngineSignals, taken_at=st.floats(0, 100), source=st.just("t"), running=maybe_count,
     waiting=maybe_count, kv_cache_usage=maybe_frac, idle_slots=maybe_count,
     total_slots=maybe_count, gpu_mem_used_bytes=maybe_count, gpu_mem_free_bytes=maybe_count,
-    gpu_util=maybe_frac)
+    gpu_util=maybe_frac, gpu_temp_c=st.none() | st.floats(0, 130),
+    gpu_mem_bw_util=maybe_frac, net_rtt_ms=st.none() | st.floats(0, 1e4),
+    net_bytes_per_s=st.none() | st.floats(0, 1e10))
 maybe_ms = st.none() | st.floats(0, 1e6)
 backend_stats = st.builds(
     BackendStats, backend_id=st.just("x"), in_flight=st.integers(0, 1000),
@@ -52,9 +62,13 @@ backend_stats = st.builds(
 breaker_views = st.builds(BreakerView, opened_at=st.none() | st.floats(0, 100),
                           cooldown_s=st.floats(0.1, 60), held_until=st.floats(-1, 100),
                           probe_free=st.booleans())
+quality_views = st.builds(QualityView, state=st.sampled_from(list(QualityState)),
+                          share=st.floats(0, 1), since=st.floats(0, 100))
 snapshots = st.tuples(st.dictionaries(st.sampled_from(IDS), backend_stats),
                       st.dictionaries(st.sampled_from(IDS), engine_signals),
-                      st.dictionaries(st.sampled_from(IDS), breaker_views))
+                      st.dictionaries(st.sampled_from(IDS), breaker_views),
+                      st.frozensets(st.sampled_from(IDS)),
+                      st.dictionaries(st.sampled_from(IDS), quality_views))
 intents = st.builds(Intent, label=st.sampled_from(["code", "chat", "math"]),
                     confidence=st.floats(0, 1), complexity=st.floats(0.1, 5.0))
 
@@ -89,10 +103,13 @@ def test_picker_contract(name, scored):
        logprobs=st.booleans())
 def test_filter_contract(name, snap, prompt, tools, logprobs):
     req = request(prompt_tokens=prompt, body={"logprobs": logprobs}, has_tools=tools)
-    ctx = context(snap[0], snap[1], req=req, now=50.0, breakers=snap[2])
+    ctx = context(snap[0], snap[1], req=req, now=50.0, breakers=snap[2], hot=snap[3],
+                  quality=snap[4])
     kept = REG.filter(name, Shared()).filter(ctx, CANDS)
     positions = [CANDS.index(b) for b in kept]
     assert positions == sorted(positions)
+    if name in ("health", "thermal", "quality"):  # they never empty a candidate list
+        assert kept
 
 
 PARSERS = {"vllm": parse_vllm_metrics, "sglang": parse_sglang_metrics,

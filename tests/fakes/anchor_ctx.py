@@ -14,6 +14,7 @@ from llmroute.types import (
     EngineSignals,
     Intent,
     MetricsSnapshot,
+    QualityView,
 )
 
 
@@ -38,7 +39,11 @@ def context(stats: dict[str, BackendStats] | None = None,
             engines: dict[str, EngineSignals] | None = None, *, req: ChatRequest | None = None,
             intent: Intent | None = None, now: float = 0.0,
             pools: frozenset[str] | None = None,
-            breakers: Mapping[str, BreakerView] | None = None) -> AnchorContext:
-    """An AnchorContext over the given router stats, engine signals and breaker views."""
-    snap = MetricsSnapshot(stats or {}, now, engines or {}, breakers or {})
+            breakers: Mapping[str, BreakerView] | None = None,
+            hot: frozenset[str] = frozenset(),
+            quality: Mapping[str, QualityView] | None = None) -> AnchorContext:
+    """An AnchorContext over the given router stats, engine signals, breaker views, hot
+    GPUs and quality views."""
+    snap = MetricsSnapshot(stats or {}, now, engines or {}, breakers or {}, frozenset(), hot,
+                           quality or {})
     return AnchorContext(req or request(), intent or Intent("chat", 1.0), snap, now, pools)

@@ -6,7 +6,8 @@ most ``timeout_s`` seconds, stores the immutable, timestamped snapshot in the
 (exponential back-off, so a dead endpoint costs one request every ``max_backoff_s`` at
 most). A failed poll never reaches request handling: the store keeps the last good
 snapshot, which turns stale and drops out of scoring. It logs only on a state change
-(first contact, up → down, down → up, or a change in which signals are missing).
+(first contact, up → down, down → up, a change in which signals are missing or rejected as
+nonsense, a GPU turning hot or cooling down: ``anchor/readings.py``).
 
 Shared polls (``share``, a fleet of replicas: ``state/polls.py``): before each poll the
 loop asks ``share.lead``; when another replica holds the engine's poll lease it stores
@@ -144,12 +145,22 @@ class Collector:
 
 
 def _log_change(backend_id: str, old: Entry, new: Entry) -> None:
+    if old.hot != new.hot:
+        temp = new.signals.gpu_temp_c if new.signals is not None else None
+        log.warning("gpu_hot" if new.hot else "gpu_cooled", backend=backend_id,
+                    gpu_temp_c=temp)
+    if _rejected(old) != _rejected(new):
+        log.warning("signals_rejected", backend=backend_id, rejected=list(_rejected(new)))
     if old.state != new.state:
         log.info("signals_state", backend=backend_id, state=new.state, was=old.state,
                  error=new.error, missing=list(_missing(new) or ()))
         return
     if new.state == "up" and _missing(old) != _missing(new):
         log.info("signals_missing", backend=backend_id, missing=list(_missing(new) or ()))
+
+
+def _rejected(entry: Entry) -> tuple[str, ...]:
+    return entry.signals.rejected if entry.signals is not None else ()
 
 
 QUANTILES = frozenset({"ttft_p50_ms", "ttft_p95_ms", "tpot_p50_ms"})

@@ -27,15 +27,20 @@
 - ``least-in-flight``: the router's in-flight count alone, argmax (what LiteLLM's
   least-busy routing does; baseline).
 - ``seed-000``: exactly ``0.4 free VRAM + 0.3 idle GPU + 0.2 network − 0.1 queue``
-  (network = ``latency``; idle GPU = ``gpu-util``; the queue term is a penalty on the
-  queue load, see ``profile.py`` on negative weights).
+  (network = ``network``, the router's own RTT and bytes/s to each engine, measured on its
+  polls; idle GPU = ``gpu-util``; the queue term is a penalty on the queue load, see
+  ``profile.py`` on negative weights). Before the network readings existed the net term was
+  ``latency`` (the router's p95 against its baseline), which lags: it moves only once
+  requests have already been slow.
 - ``seed-001``: exactly ``0.3 free memory + 0.25 latency + 0.2 errors + 0.15 throughput
   + 0.1 health``.
 
 Every preset runs the same filters, in order: pool membership, context fit (with the
-KV-pressure rule), capability, breaker health; ``default`` then drops backends predicted
-to answer much later than the soonest (``ttft-headroom``; ``anchor.ttft_headroom`` turns it
-on or off for any preset). Each plugin is built with its own params from the config
+KV-pressure rule), capability, breaker health, thermal (no new requests to a hot GPU while
+another can take them; inert without temperature readings) and quality (a demoted backend's
+share; inert while none is demoted); ``default`` then drops backends predicted to answer
+much later than the soonest (``ttft-headroom``; ``anchor.ttft_headroom`` turns it on or
+off for any preset). Each plugin is built with its own params from the config
 (``config/anchor.py``); presets set weights, not params.
 """
 
@@ -47,7 +52,7 @@ from dataclasses import dataclass
 from llmroute.config.anchor import AnchorConfig
 from llmroute.errors import ConfigError
 
-FILTERS = ("pool", "context-fit", "capability", "health")
+FILTERS = ("pool", "context-fit", "capability", "health", "thermal", "quality")
 HEADROOM = "ttft-headroom"
 
 
@@ -73,7 +78,7 @@ def presets() -> dict[str, Preset]:
                            ("prefix-affinity", 0.5)), headroom=True),
         "round-robin": Preset((), "round-robin"),
         "least-in-flight": Preset((("in-flight", 1.0),)),
-        "seed-000": Preset((("free-vram", 0.4), ("gpu-util", 0.3), ("latency", 0.2),
+        "seed-000": Preset((("free-vram", 0.4), ("gpu-util", 0.3), ("network", 0.2),
                             ("queue-depth", -0.1))),
         "seed-001": Preset((("free-vram", 0.3), ("latency", 0.25), ("error-rate", 0.2),
                             ("throughput", 0.15), ("health", 0.1))),

@@ -18,6 +18,8 @@ from llmroute.anchor.filters.capability import CapabilityFilter
 from llmroute.anchor.filters.context_fit import ContextFitFilter
 from llmroute.anchor.filters.health import HealthFilter
 from llmroute.anchor.filters.pool import PoolFilter
+from llmroute.anchor.filters.quality import QualityFilter
+from llmroute.anchor.filters.thermal import ThermalFilter
 from llmroute.anchor.filters.ttft_headroom import TtftHeadroomFilter
 from llmroute.anchor.pickers.argmax import ArgmaxPicker
 from llmroute.anchor.pickers.p2c import P2cPicker
@@ -34,6 +36,8 @@ from llmroute.anchor.scorers.intent_fit import IntentFitScorer, PoolFit
 from llmroute.anchor.scorers.kv_balance import KvBalanceScorer
 from llmroute.anchor.scorers.kv_cache import KvCacheScorer
 from llmroute.anchor.scorers.latency import LatencyScorer
+from llmroute.anchor.scorers.mem_bandwidth import MemBandwidthScorer
+from llmroute.anchor.scorers.network import NetworkScorer
 from llmroute.anchor.scorers.prefix_affinity import PrefixAffinityScorer
 from llmroute.anchor.scorers.queue_depth import QueueDepthScorer
 from llmroute.anchor.scorers.throughput import ThroughputScorer
@@ -111,6 +115,8 @@ def register_builtins(registry: Registry | None = None) -> Registry:
                                                      kv_min_fraction=p.kv_min_fraction),
         "capability": lambda p, s: CapabilityFilter(),
         "health": lambda p, s: HealthFilter(),
+        "thermal": lambda p, s: ThermalFilter(),
+        "quality": lambda p, s: QualityFilter(),
         "ttft-headroom": lambda p, s: TtftHeadroomFilter(p.factor, p.slack_ms, p.keep,
                                                          s.affinity),
     })
@@ -124,6 +130,8 @@ def register_builtins(registry: Registry | None = None) -> Registry:
         "intent-fit": lambda p, s: IntentFitScorer(s.pools),
         "expected-ttft": lambda p, s: ExpectedTtftScorer(s.affinity),
         "kv-balance": lambda p, s: KvBalanceScorer(),
+        "mem-bandwidth": lambda p, s: MemBandwidthScorer(),
+        "network": lambda p, s: NetworkScorer(),
     })
     reg.pickers.update({
         "argmax": lambda p, s: ArgmaxPicker(), "p2c": lambda p, s: P2cPicker(s.rng),

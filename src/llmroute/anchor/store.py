@@ -12,13 +12,21 @@ not dark and scores it as if every engine-signal scorer gave it its worst value
 never polled (``unknown``: no metrics source, or before the first poll) is not dark. A
 signal an engine simply does not expose is not staleness: that scorer leaves the backend
 out and the profile renormalises over the rest.
+
+Per good poll the store also runs the thermal latch (``hot``: GPUs too hot for new
+requests, with hysteresis) and takes the median of the network readings
+(``anchor/readings.py``), and counts each rejected reading (``rejected``: a temperature in
+kelvin, a bandwidth ratio above 1 …) per backend and signal; a rejected reading is simply
+absent from the snapshot.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from llmroute.anchor.readings import NetMedian, ThermalLatch
 from llmroute.types import EngineSignals
 
 State = Literal["unknown", "up", "down"]
@@ -28,30 +36,48 @@ State = Literal["unknown", "up", "down"]
 class Entry:
     """One backend's collector state: the last good ``signals`` (or None), the clock time
     of the last poll attempt ``polled_at`` (s), consecutive ``failures``, the last ``error``
-    message, and ``state`` (``up`` after a good poll, ``down`` after a failed one)."""
+    message, ``state`` (``up`` after a good poll, ``down`` after a failed one) and ``hot``
+    (the thermal latch after the last good poll)."""
 
     signals: EngineSignals | None = None
     polled_at: float | None = None
     failures: int = 0
     error: str | None = None
     state: State = "unknown"
+    hot: bool = False
 
 
 class SignalStore:
-    """Latest snapshot per backend id; ``stale_after_s`` seconds decides freshness."""
+    """Latest snapshot per backend id; ``stale_after_s`` seconds decides freshness;
+    ``thermal`` is the latch that says which GPUs are hot (default: 78 °C, 3 °C of
+    hysteresis). ``rejected`` counts the rejected readings by ``(backend_id, signal)``."""
 
-    def __init__(self, stale_after_s: float):
+    def __init__(self, stale_after_s: float, thermal: ThermalLatch | None = None):
         self.stale_after_s = stale_after_s
+        self.thermal = thermal or ThermalLatch()
+        self.rejected: Counter[tuple[str, str]] = Counter()
+        self._net = NetMedian()
         self._entries: dict[str, Entry] = {}
         self._dark: tuple[float, int, frozenset[str]] | None = None  # (now, version, ids)
         self._version = 0
 
     def record_ok(self, backend_id: str, signals: EngineSignals, now: float) -> Entry:
-        """Store a good poll's ``signals``; returns the previous entry."""
+        """Store a good poll's ``signals`` (network readings smoothed, the thermal latch
+        updated, rejected readings counted); returns the previous entry."""
         old = self.entry(backend_id)
-        self._entries[backend_id] = Entry(signals, now, 0, None, "up")
+        signals = self._net.smooth(backend_id, signals)
+        self.thermal.update(backend_id, signals.gpu_temp_c, now)
+        for name in signals.rejected:
+            self.rejected[backend_id, name] += 1
+        hot = backend_id in self.thermal.hot(now, self.stale_after_s)
+        self._entries[backend_id] = Entry(signals, now, 0, None, "up", hot)
         self._version += 1
         return old
+
+    def hot(self, now: float) -> frozenset[str]:
+        """Ids of the backends whose GPU is too hot for new requests at ``now`` (the
+        thermal latch, over readings at most ``stale_after_s`` old)."""
+        return self.thermal.hot(now, self.stale_after_s)
 
     def record_failure(self, backend_id: str, error: str, now: float) -> Entry:
         """Count a failed poll (the last good signals are kept and age); returns the

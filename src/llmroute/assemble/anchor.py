@@ -19,6 +19,7 @@ from llmroute.anchor.collector import Collector
 from llmroute.anchor.protocol import MetricsSource
 from llmroute.anchor.presets import resolve
 from llmroute.anchor.profile import Profile
+from llmroute.anchor.readings import ThermalLatch
 from llmroute.anchor.registry import Registry, Shared
 from llmroute.anchor.report import neutral_scores
 from llmroute.anchor.stats.router import RouterStats
@@ -82,6 +83,13 @@ def _gpu(bc: BackendConfig, session: aiohttp.ClientSession,
     if bc.gpu.nvml_index is not None:
         return NvmlSource(bc.gpu.nvml_index)
     return DcgmSource(session, bc.gpu.dcgm_url or "", bc.gpu.gpu, timeout)
+
+
+def thermal_latch(cfg: AnchorConfig) -> ThermalLatch:
+    """The store's thermal latch at ``cfg``'s limit and hysteresis (°C); with no limit
+    (``thermal_limit_c: null``) one that never latches, so the thermal filter is inert."""
+    limit = cfg.thermal_limit_c if cfg.thermal_limit_c is not None else float("inf")
+    return ThermalLatch(limit, cfg.thermal_hysteresis_c)
 
 
 def make_collector(config: Config, backends: dict[str, Backend], store: SignalStore,

@@ -26,7 +26,13 @@ from llmroute.anchor.prefix import Affinity
 from llmroute.anchor.registry import register_builtins
 from llmroute.anchor.stats.router import RouterStats
 from llmroute.anchor.store import SignalStore
-from llmroute.assemble.anchor import anchor_shared, build_profile, make_affinity, score_gauges
+from llmroute.assemble.anchor import (
+    anchor_shared,
+    build_profile,
+    make_affinity,
+    score_gauges,
+    thermal_latch,
+)
 from llmroute.assemble.gate import make_gate
 from llmroute.assemble.filter import build_filter, watch_filter
 from llmroute.assemble.generations import Generations
@@ -152,9 +158,9 @@ def _per_backends(config: Config, backends: dict[str, Backend], fixed: _Fixed
     """The Runtime fields that depend on the backend set, as keyword arguments."""
     shared = anchor_shared(config, fixed.affinity)
     profile = build_profile(config.anchor, register_builtins(), shared)
-    store = SignalStore(config.anchor.stale_after_s)
+    store = SignalStore(config.anchor.stale_after_s, thermal_latch(config.anchor))
     stats = RouterStats.for_backends(list(backends), store.fresh, fixed.breaker.views,
-                                     store.dark)
+                                     store.dark, hot=store.hot)
     send = _deps(config, backends, fixed.client, fixed.breaker, fixed.metrics,
                  fixed.fuse_events, stats, shared.affinity)
     collectors = CollectorRegistry()

@@ -143,7 +143,9 @@ class AnchorConfig(Strict):
     (``FLAT_KEYS``; giving both spellings is an error).
 
     The signal collector: its period, per-poll timeout and the age after which a signal is
-    stale (seconds)."""
+    stale (seconds). The thermal latch (``anchor/readings.py``): a GPU read at or above
+    ``thermal_limit_c`` (°C; None turns the thermal filter off) takes no new requests while
+    another backend can, until it reads ``thermal_hysteresis_c`` below the limit."""
 
     preset: Literal["default", "round-robin", "least-in-flight", "seed-000", "seed-001"] = \
         "default"
@@ -155,6 +157,8 @@ class AnchorConfig(Strict):
     poll_interval_s: float = Field(0.2, gt=0)
     poll_timeout_s: float = Field(0.5, gt=0)
     stale_after_s: float = Field(2.0, gt=0)
+    thermal_limit_c: float | None = Field(78.0, gt=0, le=130)
+    thermal_hysteresis_c: float = Field(3.0, ge=0, le=30)
     softmax_temperature: float = SoftmaxParams.model_fields["temperature"]
     kv_pressure_threshold: float = ContextFitParams.model_fields["kv_threshold"]
     kv_pressure_min_fraction: float = ContextFitParams.model_fields["kv_min_fraction"]

@@ -134,4 +134,5 @@ def _decode(fields: dict[str, Any], taken_at: float) -> EngineSignals:
     if kept.get("loaded_models") is not None:
         kept["loaded_models"] = tuple((str(n), int(s)) for n, s in kept["loaded_models"])
     kept["missing"] = tuple(kept.get("missing") or ())
+    kept["rejected"] = tuple(kept.get("rejected") or ())
     return EngineSignals(taken_at=taken_at, **kept)

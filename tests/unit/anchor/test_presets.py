@@ -12,7 +12,7 @@ from llmroute.errors import ConfigError
 
 SCORERS = {"queue-depth", "kv-cache", "free-vram", "gpu-util", "in-flight", "latency",
            "error-rate", "throughput", "prefix-affinity", "intent-fit", "health",
-           "expected-ttft", "kv-balance"}
+           "expected-ttft", "kv-balance", "mem-bandwidth", "network"}
 
 
 def test_builtins_are_registered_by_kebab_case_name():
@@ -31,7 +31,7 @@ def test_registry_names_unknown_plugins():
 
 
 @pytest.mark.parametrize("name,weights,picker", [
-    ("seed-000", {"free-vram": 0.4, "gpu-util": 0.3, "latency": 0.2, "queue-depth": -0.1},
+    ("seed-000", {"free-vram": 0.4, "gpu-util": 0.3, "network": 0.2, "queue-depth": -0.1},
      "argmax"),
     ("seed-001", {"free-vram": 0.3, "latency": 0.25, "error-rate": 0.2, "throughput": 0.15,
                   "health": 0.1}, "argmax"),

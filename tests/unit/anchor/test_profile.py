@@ -82,14 +82,18 @@ def _profile(preset: str) -> Profile:
 
 
 def test_seed_000_is_the_seed_formula_exactly():
-    # 0.4 free VRAM + 0.3 idle GPU + 0.2 network − 0.1 queue, queue = 1 − 1/(1+waiting).
+    # 0.4 free VRAM + 0.3 idle GPU + 0.2 network − 0.1 queue, queue = 1 − 1/(1+waiting);
+    # network = ½ · best RTT / own RTT + ½ · own bytes/s / best bytes/s over the candidates.
     gib = 2 ** 30
     engines = {"a": signals(gpu_mem_free_bytes=60 * gib, gpu_mem_used_bytes=20 * gib,
-                            gpu_util=0.4, waiting=3)}
+                            gpu_util=0.4, waiting=3, net_rtt_ms=8.0, net_bytes_per_s=1e6),
+               "b": signals(gpu_mem_free_bytes=20 * gib, gpu_mem_used_bytes=60 * gib,
+                            gpu_util=0.0, waiting=0, net_rtt_ms=2.0, net_bytes_per_s=4e6)}
     stats = {"a": BackendStats("a", ttft_p95_ms=400.0, ttft_baseline_ms=100.0)}
-    totals, _ = _profile("seed-000").score(context(stats, engines), backends("a"))
-    expected = 0.4 * 0.75 + 0.3 * 0.6 + 0.2 * 0.25 - 0.1 * (1 - 1 / 4)
-    assert totals["a"] == pytest.approx(expected)
+    totals, _ = _profile("seed-000").score(context(stats, engines), backends("a", "b"))
+    net = 0.5 * (2.0 / 8.0) + 0.5 * (1e6 / 4e6)
+    assert totals["a"] == pytest.approx(0.4 * 0.75 + 0.3 * 0.6 + 0.2 * net - 0.1 * (1 - 1 / 4))
+    assert totals["b"] == pytest.approx(0.4 * 0.25 + 0.3 * 1.0 + 0.2 * 1.0 - 0.0)
 
 
 def test_seed_001_is_the_seed_formula_exactly():

@@ -1,9 +1,13 @@
 """GPUs on the router's host through NVML (``nvidia-ml-py``, imported as ``pynvml``).
 
-Reads framebuffer memory (``nvmlDeviceGetMemoryInfo``: total/free/used, bytes) and
-utilisation (``nvmlDeviceGetUtilizationRates().gpu``: percent of the last sample period
-during which a kernel ran) of one device. An absent GPU is an absent signal, never an error:
-no driver, no library, a bad index or any NVML failure gives a snapshot with the three GPU
+Reads framebuffer memory (``nvmlDeviceGetMemoryInfo``: total/free/used, bytes),
+utilisation (``nvmlDeviceGetUtilizationRates()``: ``.gpu``, percent of the last sample
+period during which a kernel ran; ``.memory``, percent of it during which device memory was
+read or written — the memory-bandwidth use) and the die temperature
+(``nvmlDeviceGetTemperature(handle, NVML_TEMPERATURE_GPU)``, °C) of one device. A
+temperature or memory utilisation outside its range (``dcgm.TEMP_RANGE_C``, 0–100 %) is
+rejected (None, named in ``rejected``). An absent GPU is an absent signal, never an error:
+no driver, no library, a bad index or any NVML failure gives a snapshot with the GPU
 signals missing. NVML is initialised on the first poll (no import-time work) and shut down
 by ``close``.
 """
@@ -13,24 +17,32 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from llmroute.anchor.sources.signals import build, unreadable
+from llmroute.anchor.sources.dcgm import EXPECTED, TEMP_RANGE_C
+from llmroute.anchor.sources.signals import build, unreadable, within
 from llmroute.types import Backend, EngineSignals
 
 SOURCE = "nvml"
-EXPECTED = ("gpu_mem_used_bytes", "gpu_mem_free_bytes", "gpu_util")
+__all__ = ["EXPECTED", "NvmlSource", "read_device"]
 
 
 def read_device(nvml: Any, index: int) -> dict[str, object] | None:
-    """The GPU signal values of device ``index`` via the ``nvml`` module, or None if NVML
-    fails (``nvml.NVMLError``)."""
+    """The GPU signal values of device ``index`` via the ``nvml`` module, with the names of
+    the rejected readings under ``"rejected"``; None if NVML fails (``nvml.NVMLError``)."""
     try:
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
         mem = nvml.nvmlDeviceGetMemoryInfo(handle)
         util = nvml.nvmlDeviceGetUtilizationRates(handle)
+        temp = nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)
     except nvml.NVMLError:
         return None
+    celsius, hot_bad = within(float(temp), *TEMP_RANGE_C)
+    percent, bw_bad = within(float(util.memory), 0.0, 100.0)
     return {"gpu_mem_used_bytes": int(mem.used), "gpu_mem_free_bytes": int(mem.free),
-            "gpu_util": min(max(float(util.gpu) / 100.0, 0.0), 1.0)}
+            "gpu_util": min(max(float(util.gpu) / 100.0, 0.0), 1.0),
+            "gpu_temp_c": celsius,
+            "gpu_mem_bw_util": None if percent is None else percent / 100.0,
+            "rejected": tuple(n for n, bad in (("gpu_temp_c", hot_bad),
+                                               ("gpu_mem_bw_util", bw_bad)) if bad)}
 
 
 class NvmlSource:
@@ -63,7 +75,8 @@ class NvmlSource:
         values = read_device(nvml, self.index) if nvml is not None else None
         if values is None:
             return unreadable(SOURCE, now, EXPECTED)
-        return build(SOURCE, now, EXPECTED, values)
+        rejected = values.pop("rejected")
+        return build(SOURCE, now, EXPECTED, values, rejected)  # type: ignore[arg-type]
 
     async def poll(self, backend: Backend, now: float) -> EngineSignals:
         """``read`` off the event loop."""

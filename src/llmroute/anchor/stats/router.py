@@ -31,7 +31,13 @@ from typing import NamedTuple
 
 from llmroute.anchor.stats.prefill import PrefillFit
 from llmroute.anchor.stats.window import Sample, Window, nearest_rank_sorted
-from llmroute.types import BackendStats, BreakerViews, EngineSignals, MetricsSnapshot
+from llmroute.types import (
+    BackendStats,
+    BreakerViews,
+    EngineSignals,
+    MetricsSnapshot,
+    QualityView,
+)
 
 EWMA_ALPHA = 0.2
 """Weight of the newest sample in every EWMA (≈ the last 10 samples dominate)."""
@@ -45,7 +51,10 @@ BASELINE_MIN = 5
 EngineReader = Callable[[float], Mapping[str, EngineSignals]]
 """``now -> {backend_id: fresh EngineSignals}`` (the signal store's ``fresh``)."""
 DarkReader = Callable[[float], frozenset[str]]
-"""``now -> backend ids whose signals are stale or whose poll is down`` (the store's ``dark``)."""
+"""``now -> backend ids whose signals are stale or whose poll is down`` (the store's ``dark``;
+its ``hot``, the GPUs too hot for new requests, has the same shape)."""
+QualityViews = Callable[[], Mapping[str, QualityView]]
+"""``() -> {backend_id: QualityView}`` of the demoted backends (quality ejection)."""
 
 
 class PrefillTicket(NamedTuple):
@@ -131,23 +140,27 @@ class RouterStats:
     """Per-backend counters owned by one router process (single event loop), updated in
     place; ``snapshot`` publishes them as immutable ``BackendStats``.
 
-    ``engines``, ``breakers`` and ``dark`` (optional) read the fresh engine signals, the
-    breaker views and the dark backends that ``snapshot`` attaches."""
+    ``engines``, ``breakers``, ``dark``, ``hot`` and ``quality`` (optional) read the fresh
+    engine signals, the breaker views, the dark backends, the hot GPUs and the quality
+    views that ``snapshot`` attaches."""
 
     def __init__(self, backend_ids: Iterable[str], engines: EngineReader | None = None,
-                 breakers: BreakerViews | None = None, dark: DarkReader | None = None):
+                 breakers: BreakerViews | None = None, dark: DarkReader | None = None, *,
+                 hot: DarkReader | None = None, quality: QualityViews | None = None):
         self._live = {b: _Live(b) for b in backend_ids}
         self._published = {b: _publish(live) for b, live in self._live.items()}
         self._changed: set[str] = set()  # backends whose published stats are out of date
         self._remote: dict[str, tuple[int, int]] = {}  # the other replicas' load
         self.engines, self.breakers, self.dark = engines, breakers, dark
+        self.hot, self.quality = hot, quality
 
     @classmethod
     def for_backends(cls, backend_ids: list[str], engines: EngineReader | None = None,
                      breakers: BreakerViews | None = None,
-                     dark: DarkReader | None = None) -> RouterStats:
+                     dark: DarkReader | None = None, *, hot: DarkReader | None = None,
+                     quality: QualityViews | None = None) -> RouterStats:
         """Empty stats for each backend id."""
-        return cls(backend_ids, engines, breakers, dark)
+        return cls(backend_ids, engines, breakers, dark, hot=hot, quality=quality)
 
     def sent(self, backend_id: str, tokens: int, now: float) -> PrefillTicket | None:
         """A request with ``tokens`` prompt tokens was sent to ``backend_id``: one more in
@@ -244,12 +257,15 @@ class RouterStats:
         engines = dict(self.engines(now)) if self.engines is not None else {}
         breakers = self.breakers() if self.breakers is not None else {}
         dark = self.dark(now) if self.dark is not None else frozenset()
+        hot = self.hot(now) if self.hot is not None else frozenset()
+        quality = self.quality() if self.quality is not None else {}
         if self._changed:
             remote = self._remote
             for b in self._changed:
                 self._published[b] = _publish(self._live[b], remote.get(b, (0, 0)))
             self._changed.clear()
-        return MetricsSnapshot(dict(self._published), now, engines, breakers, dark)
+        return MetricsSnapshot(dict(self._published), now, engines, breakers, dark, hot,
+                               quality)
 
 
 def _prefill_end(live: _Live, ticket: PrefillTicket, now: float, *, first_token: bool

@@ -157,16 +157,20 @@ def test_ollama_ps_captures(name, models):
 
 
 DCGM = [  # file, free MiB (used 0 and util 0 in all three idle captures)
-    ("dcgm-exporter-nvidia-l4-580.105.08-metrics.txt", 22563),
-    ("dcgm-exporter-nvidia-l40s-595.58.03-metrics.txt", 45459),
-    ("dcgm-exporter-grid-a100-40c-vgpu-580.126.09-metrics.txt", 37739),
+    # file, free MiB, °C (GPU_TEMP), memory bandwidth (DRAM_ACTIVE, else MEM_COPY_UTIL / 100)
+    ("dcgm-exporter-nvidia-l4-580.105.08-metrics.txt", 22563, 31.0, 0.0),
+    ("dcgm-exporter-nvidia-l40s-595.58.03-metrics.txt", 45459, 32.0, 0.000131),
+    ("dcgm-exporter-grid-a100-40c-vgpu-580.126.09-metrics.txt", 37739, None, 0.0),
 ]
 
 
-@pytest.mark.parametrize("name,free_mib", DCGM, ids=[r[0] for r in DCGM])
-def test_dcgm_captures(name, free_mib):
+@pytest.mark.parametrize("name,free_mib,celsius,bandwidth", DCGM, ids=[r[0] for r in DCGM])
+def test_dcgm_captures(name, free_mib, celsius, bandwidth):
     s = parse_dcgm(shared(name), 0)
     assert (s.gpu_mem_used_bytes, s.gpu_mem_free_bytes, s.gpu_util) == (0, free_mib * MIB, 0.0)
+    assert (s.gpu_temp_c, s.gpu_mem_bw_util) == (celsius, pytest.approx(bandwidth))
+    assert s.rejected == () and ("gpu_temp_c" in s.missing) == (celsius is None)
     assert parse_dcgm(shared(name), 0, gpu="0") == s
     assert parse_dcgm(shared(name), 0, gpu="7").missing == (
-        "gpu_mem_used_bytes", "gpu_mem_free_bytes", "gpu_util")
+        "gpu_mem_used_bytes", "gpu_mem_free_bytes", "gpu_util", "gpu_temp_c",
+        "gpu_mem_bw_util")

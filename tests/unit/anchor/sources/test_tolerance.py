@@ -212,3 +212,31 @@ def test_quantile_is_monotone_in_q(buckets, q1, q2):
     assert a is not None and b is not None
     assert a <= b + 1e-9 * max(1.0, abs(b))
     assert 0.0 <= a and b <= buckets[-2][0]
+
+
+DCGM_NONSENSE = [  # a reading that is there but cannot be true: rejected, counted, not used
+    ("kelvin", 'DCGM_FI_DEV_GPU_TEMP{gpu="0"} 351.15', "gpu_temp_c"),
+    ("negative-temp", 'DCGM_FI_DEV_GPU_TEMP{gpu="0"} -4', "gpu_temp_c"),
+    ("nan-temp", 'DCGM_FI_DEV_GPU_TEMP{gpu="0"} NaN', "gpu_temp_c"),
+    ("one-gpu-of-two", 'DCGM_FI_DEV_GPU_TEMP{gpu="0"} 60\nDCGM_FI_DEV_GPU_TEMP{gpu="1"} NaN',
+     "gpu_temp_c"),
+    ("dram-as-percent", 'DCGM_FI_PROF_DRAM_ACTIVE{gpu="0"} 73', "gpu_mem_bw_util"),
+    ("copy-util-over-100", 'DCGM_FI_DEV_MEM_COPY_UTIL{gpu="0"} 170', "gpu_mem_bw_util"),
+    ("negative-dram", 'DCGM_FI_PROF_DRAM_ACTIVE{gpu="0"} -0.2', "gpu_mem_bw_util"),
+]
+
+
+@pytest.mark.parametrize("text,name", [(t, n) for _, t, n in DCGM_NONSENSE],
+                         ids=[i for i, _, _ in DCGM_NONSENSE])
+def test_dcgm_nonsense_is_rejected_and_named(text, name):
+    s = parse_dcgm(text + "\n", 0)
+    assert getattr(s, name) is None and s.rejected == (name,) and name in s.missing
+
+
+def test_dcgm_takes_the_hottest_gpu_and_prefers_dram_active():
+    text = ('DCGM_FI_DEV_GPU_TEMP{gpu="0"} 61\nDCGM_FI_DEV_GPU_TEMP{gpu="1"} 83\n'
+            'DCGM_FI_PROF_DRAM_ACTIVE{gpu="0"} 0.5\nDCGM_FI_PROF_DRAM_ACTIVE{gpu="1"} 0.7\n'
+            'DCGM_FI_DEV_MEM_COPY_UTIL{gpu="0"} 10\n')
+    s = parse_dcgm(text, 0)
+    assert (s.gpu_temp_c, s.gpu_mem_bw_util, s.rejected) == (83.0, pytest.approx(0.6), ())
+    assert parse_dcgm('DCGM_FI_DEV_MEM_COPY_UTIL{gpu="0"} 45\n', 0).gpu_mem_bw_util == 0.45
