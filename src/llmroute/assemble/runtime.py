@@ -165,7 +165,7 @@ def _per_backends(config: Config, backends: dict[str, Backend], fixed: _Fixed
                  fixed.fuse_events, stats, shared.affinity)
     collectors = CollectorRegistry()
     strategy = make_book(config, backends, send.wall_clock, collectors, fixed.handoffs)
-    collectors.register(SignalCollector(stats.snapshot, backends, send.clock))
+    collectors.register(SignalCollector(stats.snapshot, backends, send.clock, store))
     collectors.register(score_gauges(backends, profile, stats, send.clock))
     return {"config": config, "backends": backends, "strategy": strategy, "profile": profile,
             "stats": stats, "dispatch": send, "signals": store, "collectors": collectors,

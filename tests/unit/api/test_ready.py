@@ -77,9 +77,13 @@ async def test_every_backend_down_is_503_even_with_closed_breakers():
     assert r.status_code == 503
     body = r.json()
     assert body["status"] == "unavailable" and body["usable_backends"] == []
-    assert body["pools"] == {"general": {"ready": False, "serving": []}}
-    assert body["backends"]["a"] == {"pool": "general", "serving": False,
-                                     "collector": "down", "breaker": "closed"}
+    assert body["pools"] == {"general": {"ready": False, "serving": [],
+                                         "reason": "every backend is dark (2 of 2)"}}
+    row = body["backends"]["a"]
+    assert row.pop("reason").startswith("dark: its last metrics poll failed (GET http://")
+    assert row == {"pool": "general", "serving": False, "collector": "down",
+                   "breaker": "closed"}
+    assert body["reason"] == "no backend serves: pool general: every backend is dark (2 of 2)"
 
 
 async def test_per_pool_view_names_the_pool_that_can_serve():
@@ -90,8 +94,10 @@ async def test_per_pool_view_names_the_pool_that_can_serve():
             await poll()
             r = await c.get("/ready")
     assert r.status_code == 200 and r.json()["usable_backends"] == ["b"]
-    assert r.json()["pools"] == {"code": {"ready": False, "serving": []},
+    assert r.json()["pools"] == {"code": {"ready": False, "serving": [],
+                                          "reason": "every backend is dark (1 of 1)"},
                                  "chat": {"ready": True, "serving": ["b"]}}
+    assert "reason" not in r.json() and "reason" not in r.json()["backends"]["b"]
 
 
 async def test_a_breaker_cooldown_does_not_make_a_down_engine_ready_again():
@@ -123,6 +129,8 @@ async def test_stale_signals_are_not_ready():
             clock.advance(2.5)  # stale_after_s is 2.0 and nothing polled since
             r = await c.get("/ready")
     assert r.status_code == 503 and r.json()["backends"]["a"]["collector"] == "stale"
+    assert r.json()["backends"]["a"]["reason"] == "dark: its signals are 2.5 s old " \
+        "(stale after 2 s)"
 
 
 async def test_a_backend_without_metrics_counts_as_up_unless_its_breaker_is_open():
@@ -135,6 +143,9 @@ async def test_a_backend_without_metrics_counts_as_up_unless_its_breaker_is_open
     assert first.status_code == 200
     assert first.json()["backends"]["h"]["collector"] == "unknown"
     assert second.status_code == 503
+    assert second.json()["backends"]["h"]["reason"] == "its circuit breaker is open"
+    assert second.json()["pools"]["general"]["reason"] == \
+        "every backend's circuit breaker is open (1 of 1)"
 
 
 @pytest.mark.parametrize("status", [503, 502], ids=["503", "502"])
