@@ -32,6 +32,14 @@ from llmroute.strategy.handoffs import HandoffStore
 from llmroute.types import Backend, Routed
 
 
+class Healer(Protocol):
+    """Quality ejection as the app reads it (``assemble.healing.Healing``)."""
+
+    def report(self) -> dict[str, dict[str, Any]]:
+        """Per backend: state, share, window tallies (``/debug/backends``)."""
+        ...
+
+
 class Fleet(Protocol):
     """The local engines the composition root started (``local.engines.EngineFleet``)."""
 
@@ -83,7 +91,9 @@ class Runtime:
     backend set (strategy reloads, engine signals, anchor scores, priority queues),
     registered in ``metrics.registry`` while this Runtime serves (a reload swaps them,
     ``assemble/reload.py``); ``stages`` the answer stages in order, outermost first (built
-    by ``assemble/stages.py``; their befores run in this order, their afters in reverse)."""
+    by ``assemble/stages.py``; their befores run in this order, their afters in reverse);
+    ``healing`` quality ejection (its views reach the anchor through ``stats``'
+    snapshots), None when not wired."""
 
     config: Config
     backends: dict[str, Backend]
@@ -108,3 +118,4 @@ class Runtime:
     responses: ResponseStore | None = None
     collectors: CollectorRegistry | None = None
     stages: tuple[Stage[Any], ...] = ()
+    healing: Healer | None = None

@@ -251,6 +251,20 @@ class QualityView:
     since: float
 
 
+class Answer(NamedTuple):
+    """One answer a backend gave, as quality ejection judges it (``observe/quality.py``
+    reads them off finished traces): ``backend_id``, the clock time ``at`` (s), ``bad`` —
+    None for a good answer, else why it was bad (``handoff``: the fuse handed it off, the
+    melt; ``empty``; ``truncated``: cut at ``length`` before the requested ``max_tokens``;
+    ``verify``: a verifier failed the draft) — and ``entropy``, the mean token entropy of
+    the answer in nats (None without logprobs). A NamedTuple: one per answer."""
+
+    backend_id: str
+    at: float
+    bad: str | None = None
+    entropy: float | None = None
+
+
 BreakerViews = Callable[[], Mapping[str, BreakerView]]
 """``() -> {backend_id: BreakerView}``, read-only; a backend absent from it is closed (the
 circuit breaker's ``views``)."""

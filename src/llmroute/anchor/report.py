@@ -1,9 +1,9 @@
 """What the anchor knows about every backend, as plain JSON-ready data (``/debug/backends``).
 
 Per backend: identity, breaker state (from the snapshot's breaker views), capabilities (does
-it give logprobs), the collector's view of its metrics endpoint, every engine/GPU signal
-with its age and whether it is stale, the router's own counters, and every scorer's score
-with the weighted total. Scores are those of a neutral request (empty prompt, intent
+it give logprobs), the collector's view of its metrics endpoint, whether it is dark or hot
+and how old its signals are, every engine/GPU signal with its age and whether it is stale,
+the router's own counters, and every scorer's score with the weighted total. Scores are those of a neutral request (empty prompt, intent
 ``chat`` with confidence 0) ranked within the backend's pool, so request-dependent scorers
 (prefix-affinity, intent-fit) show their baseline. Times: ``age_s`` in seconds on the
 router's monotonic clock.
@@ -48,6 +48,8 @@ def _backend(b: Backend, store: SignalStore, snap: MetricsSnapshot,
         "breaker": snap.breakers.get(b.id, BreakerView()).state(now).value,
         "logprobs": "logprobs" in caps, "capabilities": sorted(caps),
         "collector": _collector(store, b.id, now),
+        "dark": b.id in snap.dark, "hot": b.id in snap.hot,
+        "signals_age_s": store.age(b.id, now),
         "signals": _signals(store, b.id, now),
         "router": asdict(stats) if stats is not None else None,
         "scores": scored[0], "total": scored[1],

@@ -1,5 +1,6 @@
 """``GET /debug/backends``: every backend's signals with their age, scores and breaker state
-(JSON; see ``anchor/report.py`` for the shape)."""
+(JSON; see ``anchor/report.py`` for the shape), and its quality ejection state and window
+(``quality``: ``assemble.healing.Healing.report``; absent when not wired)."""
 
 from __future__ import annotations
 
@@ -17,5 +18,9 @@ async def debug_backends(request: Request) -> Response:
     rt: Runtime = request.app.state.runtime
     now = rt.clock()
     store = rt.signals or SignalStore(rt.config.anchor.stale_after_s)
-    return json_response(backends_report(rt.backends, rt.profile, store,
-                                         rt.stats.snapshot(now), now))
+    report = backends_report(rt.backends, rt.profile, store, rt.stats.snapshot(now), now)
+    quality = rt.healing.report() if rt.healing is not None else {}
+    for row in report["backends"]:
+        if row["id"] in quality:
+            row["quality"] = quality[row["id"]]
+    return json_response(report)

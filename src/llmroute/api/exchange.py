@@ -112,7 +112,7 @@ class Exchange:
             chat = self._parse(body, trace.request_id)
         else:
             chat, context = await surface.request(rt, body, trace.request_id, caller)
-        trace.received(chat.stream, chat.prompt_tokens, chat.text)
+        trace.received(chat.stream, chat.prompt_tokens, chat.text, chat.max_tokens)
         with DisconnectWatch(receive) as watch:
             try:
                 routed = await self._flow(Call(rt, chat, caller, http_headers, trace))

@@ -19,6 +19,7 @@ from typing import Any
 
 import aiohttp
 import orjson
+import redis.asyncio as aioredis
 import structlog
 from prometheus_client import CollectorRegistry
 
@@ -36,8 +37,10 @@ from llmroute.assemble.anchor import (
 from llmroute.assemble.gate import make_gate
 from llmroute.assemble.filter import build_filter, watch_filter
 from llmroute.assemble.generations import Generations
+from llmroute.assemble.healing import Healing
 from llmroute.assemble.policy import build_policy, build_priority, build_responses, build_store
 from llmroute.assemble.stages import answer_stages
+from llmroute.assemble.tasks import running
 from llmroute.assemble.strategies import handoff_store, make_book
 from llmroute.assemble.tokens import build_counter
 from llmroute.backends.client import BackendClient
@@ -49,11 +52,13 @@ from llmroute.local.engines import EngineFleet, EngineSpec
 from llmroute.observe.fuse_events import FuseEventStore
 from llmroute.observe.metrics import Metrics
 from llmroute.observe.observer import make_observer
+from llmroute.observe.quality import QualityCollector, QualityEvents
 from llmroute.observe.trace import TraceContext
 from llmroute.observe.signals import SignalCollector
 from llmroute.runtime import Runtime
 from llmroute.strategy.handoffs import HandoffStore
 from llmroute.state.breakers import FleetBreakers
+from llmroute.state.load import FleetLoad, add_tallies
 from llmroute.types import Backend
 
 Progress = Callable[[float, str], None]
@@ -94,13 +99,18 @@ def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSe
     metrics = Metrics(breaker.views, backends, time.monotonic)
     handoffs = handoff_store(config)
     context = TraceContext()
+    healing = Healing(config.quality, pools_of(backends), time.monotonic,
+                      QualityEvents(None, time.time))
     parts = _per_backends(config, backends, _Fixed(
         breaker, metrics, FuseEventStore(config.fuse.events_path),
         BackendClient(session, config.timeouts, context.traceparent), make_affinity(config),
-        handoffs))
+        handoffs, healing))
     metrics.registry.register(parts["collectors"])
     observer = make_observer(config.observe, metrics, context)
     observer.config_sha256 = config_sha256(config)
+    healing.events.audit = observer.audit
+    observer.on_finish.append(healing.observe)
+    metrics.registry.register(QualityCollector(healing.report, healing.events))
     rt = Runtime(**parts, gate=make_gate(config), breaker=breaker, metrics=metrics,
                  fuse_events=parts["dispatch"].fuse_events, clock=time.monotonic,
                  wall_clock=time.time, observer=observer,
@@ -124,8 +134,11 @@ def rewire(old: Runtime, config: Config, backends: dict[str, Backend]) -> Runtim
     errors, window, TTFT model: ``RouterStats.inherit``); added and changed backends start
     empty. No I/O beyond
     reading the strategy files; raises ConfigError for a bad strategy file."""
+    healing = old.healing if isinstance(old.healing, Healing) else Healing(
+        config.quality, {}, time.monotonic, QualityEvents(old.observer.audit, time.time))
+    healing.track(pools_of(backends))
     fixed = _Fixed(old.breaker, old.metrics, old.fuse_events, old.dispatch.client,
-                   old.dispatch.affinity, old.handoffs or handoff_store(config))
+                   old.dispatch.affinity, old.handoffs or handoff_store(config), healing)
     new = dataclasses.replace(old, **_per_backends(config, backends, fixed))
     new.stages = answer_stages(new)
     new.stats.inherit(old.stats, [i for i, b in backends.items() if old.backends.get(i) == b])
@@ -151,6 +164,7 @@ class _Fixed:
     client: BackendClient
     affinity: Affinity
     handoffs: HandoffStore
+    healing: Healing
 
 
 def _per_backends(config: Config, backends: dict[str, Backend], fixed: _Fixed
@@ -160,7 +174,7 @@ def _per_backends(config: Config, backends: dict[str, Backend], fixed: _Fixed
     profile = build_profile(config.anchor, register_builtins(), shared)
     store = SignalStore(config.anchor.stale_after_s, thermal_latch(config.anchor))
     stats = RouterStats.for_backends(list(backends), store.fresh, fixed.breaker.views,
-                                     store.dark, hot=store.hot)
+                                     store.dark, hot=store.hot, quality=fixed.healing.views)
     send = _deps(config, backends, fixed.client, fixed.breaker, fixed.metrics,
                  fixed.fuse_events, stats, shared.affinity)
     collectors = CollectorRegistry()
@@ -169,18 +183,24 @@ def _per_backends(config: Config, backends: dict[str, Backend], fixed: _Fixed
     collectors.register(score_gauges(backends, profile, stats, send.clock))
     return {"config": config, "backends": backends, "strategy": strategy, "profile": profile,
             "stats": stats, "dispatch": send, "signals": store, "collectors": collectors,
+            "healing": fixed.healing,
             "priority": build_priority(config, stats, send.clock, collectors),
             "tokens": build_counter(config, backends, fixed.client)}
+
+
+def pools_of(backends: dict[str, Backend]) -> dict[str, tuple[str, ...]]:
+    """``{pool: (backend_id, …)}`` in config order."""
+    pools: dict[str, tuple[str, ...]] = {}
+    for b in backends.values():
+        pools[b.pool] = (*pools.get(b.pool, ()), b.id)
+    return pools
 
 
 def _deps(config: Config, backends: dict[str, Backend], client: BackendClient,
           breaker: CircuitBreaker, metrics: Metrics, fuse_events: FuseEventStore,
           stats: RouterStats, affinity: Affinity) -> Deps:
-    pools: dict[str, tuple[str, ...]] = {}
-    for b in backends.values():
-        pools[b.pool] = (*pools.get(b.pool, ()), b.id)
     return Deps(client, breaker, stats, affinity, metrics, fuse_events, config.retry,
-                config.fuse, pools, time.monotonic, time.time, random.Random())
+                config.fuse, pools_of(backends), time.monotonic, time.time, random.Random())
 
 
 def launch_specs(config: Config) -> list[EngineSpec]:
@@ -221,6 +241,7 @@ async def open_runtime(config: Config, progress: Progress | None = None,
         rt.metrics.registry.register(rt.gate.health)
         stack.push_async_callback(rt.gate.close)
         await _share_breakers(stack, rt)
+        await _heal(stack, rt)
         await stack.enter_async_context(watch_filter(config, rt.content_filter))
         generations = generations or Generations()
         stack.push_async_callback(generations.close)
@@ -241,6 +262,26 @@ async def _share_breakers(stack: contextlib.AsyncExitStack, rt: Runtime) -> None
         stack.push_async_callback(store.close)
     fleet = FleetBreakers(rt.breaker, state.url, store, rt.clock, prefix=state.prefix)
     await stack.enter_async_context(fleet.run())
+
+
+async def _heal(stack: contextlib.AsyncExitStack, rt: Runtime) -> None:
+    """Run quality ejection's loop until the stack closes; with ``state: {kind: redis}``
+    and ``quality.share_fleet``, share the answer tallies with the other replicas first
+    (``state/load.py``, hash ``<prefix>quality``, once per tick)."""
+    healing, state = rt.healing, rt.config.state
+    if not isinstance(healing, Healing) or not healing.cfg.enabled:
+        return
+    if state.kind == "redis" and state.url is not None and healing.cfg.share_fleet:
+        bound = rt.config.limits.state_timeout_s
+        redis = aioredis.Redis.from_url(state.url, socket_connect_timeout=bound,
+                                        socket_timeout=bound)
+        stack.push_async_callback(redis.aclose)
+        tick = healing.cfg.tick_s
+        fleet = FleetLoad(healing.tracker, redis, rt.clock, prefix=state.prefix,
+                          interval_s=tick, stale_s=4 * tick, ttl_s=4 * tick,
+                          timeout_s=bound, key="quality", add=add_tallies)
+        await stack.enter_async_context(fleet.run())
+    await stack.enter_async_context(running(healing.run()))
 
 
 async def _start_fleet(stack: contextlib.AsyncExitStack, specs: list[EngineSpec],

@@ -7,7 +7,8 @@ name ``file:line: field``.
 * ``anchor.py`` (``anchor:``), ``policy.py`` (``auth:``, ``limits:``, ``state:``,
   ``priority:``, ``tokens:``), ``server.py`` (``server:``), ``filter.py``
   (``content_filter:``), ``observe.py`` (``observe:``), ``discovery.py`` (``discovery:``),
-  ``engine.py`` (a backend's ``launch:`` / ``gpu:``), ``quirks.py`` (a backend's ``quirks:``);
+  ``engine.py`` (a backend's ``launch:`` / ``gpu:``), ``quirks.py`` (a backend's ``quirks:``),
+  ``quality.py`` (``quality:``, quality ejection);
 * ``yaml.py`` — YAML reading and the ``file:line: field`` error text.
 
 The names most callers need are re-exported here. With no file, the embedded default

@@ -36,6 +36,7 @@ from llmroute.config.policy import (
     TokenizerConfig,
     TokensConfig,
 )
+from llmroute.config.quality import QualityConfig
 from llmroute.config.quirks import QuirksConfig
 from llmroute.config.server import ServerConfig
 from llmroute.config.yaml import Problem, describe, read_yaml, validation_problems
@@ -266,6 +267,7 @@ class Config(Strict):
     breaker: BreakerConfig = BreakerConfig()
     anchor: AnchorConfig = AnchorConfig()
     fuse: FuseConfig = FuseConfig()
+    quality: QualityConfig = QualityConfig()
     pools: dict[str, PoolConfig] = Field(min_length=1)
     backends: list[BackendConfig] = []
     discovery: list[DiscoveryConfig] = []

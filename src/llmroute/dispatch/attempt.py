@@ -24,7 +24,8 @@ class Attempt:
     """Accounting for one request on one backend: in-flight, latency, TTFT, breaker.
 
     ``started`` and ``ttft_s`` are ``deps.clock`` seconds; ``output_tokens`` counts the
-    streamed chunks; ``done`` is True once settled."""
+    streamed chunks; ``entropy`` is the leg's mean token entropy (nats) when the fuse
+    measured it (the relay sets it), noted in the trace; ``done`` is True once settled."""
 
     deps: Deps
     backend: Backend
@@ -34,6 +35,7 @@ class Attempt:
     output_tokens: int = 0
     done: bool = False
     trace: Recorder | None = None
+    entropy: float | None = None
 
     @classmethod
     def begin(cls, deps: Deps, backend: Backend, prompt_tokens: int = 0,
@@ -80,7 +82,7 @@ class Attempt:
         if self.trace is not None:
             self.trace.attempt(self.backend.id, now - self.started, self.ttft_s,
                                output_tokens or self.output_tokens, None, ok=True,
-                               model=self.backend.model)
+                               model=self.backend.model, entropy=self.entropy)
 
     def fail(self, err: BaseException | None, *, to_breaker: bool = True) -> None:
         """The request failed (``err``) or was abandoned (None: client gone, or handed off
@@ -93,7 +95,8 @@ class Attempt:
                                  ticket=self._take_ticket())
         if self.trace is not None:
             self.trace.attempt(self.backend.id, now - self.started, self.ttft_s,
-                               self.output_tokens, err, ok=False, model=self.backend.model)
+                               self.output_tokens, err, ok=False, model=self.backend.model,
+                               entropy=self.entropy)
         if to_breaker and isinstance(err, BackendError) and err.retryable:
             self.blame()
         else:

@@ -74,12 +74,14 @@ class _Leg:
     def end(self, err: BackendError | None = None, ok: bool = False,
             to_breaker: bool = True) -> None:
         """Close the upstream request and settle the attempt (``Attempt.end``: once); the
-        leg's mean entropy goes to its backend's gauge."""
+        leg's mean entropy goes to its backend's gauge and, with the attempt, into the
+        trace (quality ejection reads it there)."""
         self.upstream.close()
         fuse, attempt = self.fuse, self.attempt
         if fuse.entropy_tokens and not attempt.done:
             attempt.deps.metrics.entropy.add(attempt.backend.id, fuse.entropy_sum,
                                              fuse.entropy_tokens)
+        attempt.entropy = fuse.mean_entropy
         attempt.end(err, ok=ok, to_breaker=to_breaker)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from llmroute.anchor.protocol import AnchorContext
 from llmroute.flow.call import Call, Decision
+from llmroute.observe.quality import quality_note
 from llmroute.policy.counting import too_long
 from llmroute.runtime import Runtime
 from llmroute.types import Backend, Candidate, ChatRequest, Intent, RoutePlan
@@ -62,3 +63,8 @@ def rank(call: Call, explain: bool = False) -> None:
         if plan.backend_ids or plan.fallback_ids else []
     call.decision = Decision(intent, plan, candidates, matched)
     call.trace.anchor(candidates)
+    views = call.rt.stats.quality() if call.rt.stats.quality is not None else None
+    note = quality_note(views, plan.backend_ids or plan.fallback_ids, candidates) \
+        if views else None
+    if note is not None:
+        call.trace.quality(note)

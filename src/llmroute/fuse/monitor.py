@@ -7,6 +7,9 @@ a ``StreamEvent`` and acts on the verdict. Triggers:
   only when the entropy trigger is armed for the request (``fuse/arming.py``);
 * failure: any event carrying a ``failure`` reason (cut, malformed chunk, in-band error,
   stall) hands off at once.
+
+While armed it also sums every token's entropy, so the leg's ``mean_entropy`` (nats) can go
+with its attempt into the trace, where quality ejection reads it (``fuse/ejection.py``).
 """
 
 from __future__ import annotations
@@ -38,6 +41,12 @@ class Fuse:
     def suspect(self) -> bool:
         """True while a run of high-entropy tokens is under way (a handoff may follow)."""
         return self._run is not None and self._run.length > 0
+
+    @property
+    def mean_entropy(self) -> float | None:
+        """The mean entropy (nats) of the tokens observed so far; None when disarmed or
+        before the first token."""
+        return self.entropy_sum / self.entropy_tokens if self.entropy_tokens else None
 
     @property
     def window(self) -> tuple[float, ...]:

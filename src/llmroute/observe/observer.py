@@ -13,7 +13,7 @@ import logging
 import os
 import socket
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
@@ -63,7 +63,8 @@ class Observer:
     ``context`` hands the current request to the engine client (``traceparent``).
     ``instance`` names this router process (``host:pid``) and ``config_sha256`` the config
     it serves (set by the composition root, again on reload); both go into every audit
-    record."""
+    record. ``on_finish`` hooks (set by the composition root: quality ejection's
+    ``Healing.observe``) are called with each finished trace and its recorder."""
 
     def __init__(self, config: ObserveConfig, metrics: Metrics, audit: AuditLog | None,
                  context: TraceContext | None = None, store: TraceStore | None = None,
@@ -73,6 +74,7 @@ class Observer:
         self.ring = TraceRing(config.trace_ring)
         self.instance = f"{socket.gethostname()}:{os.getpid()}"
         self.config_sha256: str | None = None
+        self.on_finish: list[Callable[[Trace, Recorder], None]] = []
         self._series: dict[tuple[str, ...], Any] = {}  # labelled children, looked up once
 
     def recorder(self, request_id: str, headers: Mapping[str, str]) -> Recorder:
@@ -99,6 +101,8 @@ class Observer:
             self.store.put(trace)
         if self.otlp is not None:
             self.otlp.export(trace)
+        for hook in self.on_finish:
+            hook(trace, rec)
         return trace
 
     async def find(self, request_id: str) -> Trace | None:

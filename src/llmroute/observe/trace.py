@@ -172,11 +172,18 @@ class Recorder:
         self.steps.append(Step(name, (start - self.t0) * 1000, (now - start) * 1000, fields))
         return (now - start) * 1000
 
-    def received(self, stream: bool, prompt_tokens: int, prompt: str) -> None:
-        """The request was read and parsed (a ``receive`` step: auth, body, parsing)."""
+    def received(self, stream: bool, prompt_tokens: int, prompt: str,
+                 max_tokens: int | None = None) -> None:
+        """The request was read and parsed (a ``receive`` step: auth, body, parsing), with
+        the client's ``max_tokens`` when it gave one (what a truncated answer is measured
+        against)."""
         self.stream, self.prompt = stream, prompt
         self.summary["tokens_in"] = prompt_tokens
-        self.step("receive", stream=stream, prompt_tokens=prompt_tokens)
+        if max_tokens is None:
+            self.step("receive", stream=stream, prompt_tokens=prompt_tokens)
+        else:
+            self.step("receive", stream=stream, prompt_tokens=prompt_tokens,
+                      max_tokens=max_tokens)
 
     def caller(self, key_id: str, tenant: str) -> None:
         """The authenticated caller (a ``policy`` step, timing the admission)."""
@@ -203,11 +210,13 @@ class Recorder:
              "scores": {k: round(v, 4) for k, v in c.scores.items()}} for c in candidates])
 
     def attempt(self, backend: str, duration_s: float, ttft_s: float | None, tokens: int,
-                err: BaseException | None, *, ok: bool, model: str | None = None) -> None:
+                err: BaseException | None, *, ok: bool, model: str | None = None,
+                entropy: float | None = None) -> None:
         """One settled attempt on ``backend`` (serving ``model``) that took ``duration_s``
         (ending now): ``ok``, or failed with ``err`` (None and not ok: abandoned — handed
         off or client gone); it keeps the span id of the newest engine call on
-        ``backend`` (None when the call carried none)."""
+        ``backend`` (None when the call carried none); ``entropy``, the streamed leg's
+        mean token entropy in nats, is noted when the fuse measured one."""
         start = time.perf_counter() - duration_s
         ttft = None if ttft_s is None else round(ttft_s * 1000, 3)
         if ok:
@@ -222,7 +231,8 @@ class Recorder:
             "status": 200 if ok else getattr(err, "upstream_status", None),
             "ttft_ms": ttft, "tokens": tokens,
             "error": getattr(err, "message", None) if err is not None else None,
-            "detail": getattr(err, "detail", None)}))
+            "detail": getattr(err, "detail", None),
+            **({} if entropy is None else {"entropy": round(entropy, 4)})}))
 
     def handoff(self, backend: str, to: str | None, reason: str, at_token: int,
                 window: tuple[float, ...]) -> None:
@@ -238,6 +248,12 @@ class Recorder:
         self.steps.append(Step(kind, ended, now - ended, {
             "backend": backend, "to": to, "reason": reason, "at_token": at_token,
             "window": [round(h, 4) for h in window]}))
+
+    def quality(self, note: Fields) -> None:
+        """A ``quality`` step after the anchor: which of the plan's backends quality
+        ejection has demoted (``{backend: state}``) and whether the chosen one is a probe
+        (``observe/quality.py``: ``quality_note``)."""
+        self.step("quality", **note)
 
     def answered(self, body: Any) -> None:
         """A JSON answer: its ``usage``, first choice's ``finish_reason`` and (unless a

@@ -18,6 +18,11 @@ replica routes on its own counts), logged once per change of state and counted i
 ``outages``; the next interval tries again. ``follow(False)`` stops reading (a draining
 backend set after a reload counts only its own requests) but keeps publishing; closing
 deletes this replica's field.
+
+The same exchange shares other per-backend sums: quality ejection's answer tallies
+(``fuse/quality.py``) go under the hash ``<prefix>quality`` (``key="quality"``,
+``add=add_tallies``: each replica's tally lists summed field by field), once per healing
+tick.
 """
 
 from __future__ import annotations
@@ -25,9 +30,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import secrets
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 import redis.asyncio as aioredis
 import structlog
@@ -37,30 +43,35 @@ from llmroute.state.guard import repeat, stop_if_cancelled
 
 Load = dict[str, tuple[int, int]]
 """``{backend_id: (in_flight, prefill_tokens)}``."""
+Adder = Callable[[dict[str, Any], str], None]
+"""``add(total, body)``: sum one replica's JSON ``body`` into ``total`` per backend."""
 
 
 class LoadStats(Protocol):
-    """What this module needs of ``anchor.stats.router.RouterStats``."""
+    """What this module needs of ``anchor.stats.router.RouterStats`` (or of any other
+    per-backend sums it shares: ``fuse.quality.QualityTracker``)."""
 
-    def local_load(self) -> Load:
+    def local_load(self) -> Mapping[str, Any]:
         """This process's own counts."""
         ...
 
-    def set_remote(self, load: Mapping[str, tuple[int, int]]) -> None:
+    def set_remote(self, load: Mapping[str, Any]) -> None:
         """The other replicas' summed counts."""
         ...
 
 
 class FleetLoad:
-    """Shares ``stats``' counts through ``redis`` (hash ``<prefix>load``) and feeds the
-    others' back into it, as the module says; ``clock`` is monotonic seconds. Nothing runs
-    until ``run``."""
+    """Shares ``stats``' counts through ``redis`` (hash ``<prefix><key>``) and feeds the
+    others' back into it, as the module says, each replica's summed by ``add``; ``clock``
+    is monotonic seconds. Nothing runs until ``run``."""
 
     def __init__(self, stats: LoadStats, redis: aioredis.Redis, clock: Callable[[], float],
                  *, prefix: str = "llmroute:", interval_s: float = 0.05,
-                 stale_s: float = 1.0, ttl_s: float = 2.0, timeout_s: float = 0.25):
+                 stale_s: float = 1.0, ttl_s: float = 2.0, timeout_s: float = 0.25,
+                 key: str = "load", add: Adder | None = None):
         self._stats, self._redis, self._clock = stats, redis, clock
-        self._key, self._interval, self._stale = prefix + "load", interval_s, stale_s
+        self._key, self._interval, self._stale = prefix + key, interval_s, stale_s
+        self._add = add or _add
         self._ttl_ms, self._timeout = int(ttl_s * 1000), timeout_s
         self.replica = secrets.token_hex(6)
         self._seq = 0
@@ -113,7 +124,7 @@ class FleetLoad:
     def _read(self, fields: Mapping[bytes, bytes]) -> list[str]:
         """Sum the live others' counts into the stats; the dead replicas' fields."""
         now, dead = self._clock(), []
-        total: Load = {}
+        total: dict[str, Any] = {}
         for raw_id, raw in fields.items():
             replica = raw_id.decode(errors="replace")
             seq, _, body = raw.decode(errors="replace").partition(" ")
@@ -125,7 +136,7 @@ class FleetLoad:
             elif now - last[1] > self._stale:
                 dead.append(replica)
                 continue
-            _add(total, body)
+            self._add(total, body)
         for replica in dead:
             del self._seen[replica]
         if self.following:
@@ -141,7 +152,21 @@ class FleetLoad:
                               routing="on this replica's own counts")
 
 
-def _add(total: Load, body: str) -> None:
+def add_tallies(total: dict[str, Any], body: str) -> None:
+    """Add one replica's ``{backend_id: [tally fields…]}`` into ``total`` field by field
+    (a malformed body, or a non-finite or negative number in it, adds nothing)."""
+    try:
+        tallies = {str(b): [float(x) for x in v] for b, v in json.loads(body).items()}
+    except (ValueError, TypeError, AttributeError):
+        return
+    if any(not math.isfinite(x) or x < 0 for v in tallies.values() for x in v):
+        return
+    for b, values in tallies.items():
+        old = total.get(b)
+        total[b] = values if old is None else [x + y for x, y in zip(old, values)]
+
+
+def _add(total: dict[str, Any], body: str) -> None:
     """Add one replica's ``{backend_id: [in_flight, prefill_tokens]}`` into ``total``
     (a malformed body adds nothing)."""
     try:

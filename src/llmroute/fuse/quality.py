@@ -1,0 +1,146 @@
+"""Answer quality per backend over a sliding window: the evidence quality ejection judges
+(``fuse/ejection.py``).
+
+Each answer (``types.Answer``) a backend gives is kept for ``window_s`` seconds, at most
+``window_max`` of them (the oldest drop first), and summed into a ``Tally``: answers, bad
+answers (and why: handed off by the fuse, empty, truncated, failed by a verifier) and the
+sums of their mean token entropies (nats) and of their squares — the sufficient statistics
+of the tests, so the tallies of several replicas simply add (``state/load.py`` shares them)
+and a test never scans a window. Pure and synchronous; the caller's clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
+
+from llmroute.types import Answer
+
+REASONS = ("handoff", "empty", "truncated", "verify")
+"""Why an answer is bad, in the order ``Tally`` counts them."""
+
+
+class Tally(NamedTuple):
+    """Sufficient statistics of one backend's window: ``answers``, ``bad`` ones, each
+    ``REASONS`` count, and over the ``scored`` answers that had a mean token entropy, the
+    sum (``entropy_sum``, nats) and sum of squares (``entropy_sq``) of those means."""
+
+    answers: int = 0
+    bad: int = 0
+    handoff: int = 0
+    empty: int = 0
+    truncated: int = 0
+    verify: int = 0
+    scored: int = 0
+    entropy_sum: float = 0.0
+    entropy_sq: float = 0.0
+
+    def plus(self, other: Tally | Iterable[float]) -> Tally:
+        """Field-wise sum (another replica's window, or a ``Tally`` as a plain list)."""
+        return Tally(*(a + b for a, b in zip(self, other)))
+
+    def minus(self, other: Tally) -> Tally:
+        """Field-wise difference (an answer leaving the window)."""
+        return Tally(*(a - b for a, b in zip(self, other)))
+
+    @property
+    def bad_ratio(self) -> float | None:
+        """Bad answers per answer (0–1); None with none."""
+        return self.bad / self.answers if self.answers else None
+
+    @property
+    def mean_entropy(self) -> float | None:
+        """Mean of the answers' mean token entropies (nats); None with none scored."""
+        return self.entropy_sum / self.scored if self.scored else None
+
+    @property
+    def entropy_sd(self) -> float:
+        """Sample standard deviation of the answers' mean entropies (nats; 0 below two)."""
+        n = self.scored
+        if n < 2:
+            return 0.0
+        var = (self.entropy_sq - self.entropy_sum ** 2 / n) / (n - 1)
+        return math.sqrt(max(var, 0.0))
+
+
+def tally_of(answer: Answer) -> Tally:
+    """The one-answer Tally of ``answer``."""
+    bad = answer.bad
+    h = answer.entropy
+    scored = h is not None and math.isfinite(h)
+    return Tally(1, bad is not None, bad == "handoff", bad == "empty", bad == "truncated",
+                 bad == "verify", int(scored), h if scored else 0.0,
+                 h * h if scored else 0.0)  # type: ignore[operator]
+
+
+class Window:
+    """One backend's answers of the last ``window_s`` seconds (at most ``window_max``) and
+    their running ``Tally``."""
+
+    def __init__(self, window_s: float, window_max: int):
+        self._window_s, self._max = window_s, window_max
+        self._items: deque[tuple[float, Tally]] = deque()
+        self.tally = Tally()
+
+    def add(self, answer: Answer) -> None:
+        """Count ``answer`` in; the oldest beyond ``window_max`` drop out."""
+        one = tally_of(answer)
+        self._items.append((answer.at, one))
+        self.tally = self.tally.plus(one)
+        while len(self._items) > self._max:
+            self.tally = self.tally.minus(self._items.popleft()[1])
+
+    def trim(self, now: float) -> Tally:
+        """Drop the answers older than ``window_s`` at ``now``; the tally left."""
+        horizon, items = now - self._window_s, self._items
+        while items and items[0][0] < horizon:
+            self.tally = self.tally.minus(items.popleft()[1])
+        if not items:
+            self.tally = Tally()  # no float residue once the window is empty
+        return self.tally
+
+
+class QualityTracker:
+    """The windows of every backend (``window_s`` seconds, at most ``window_max`` answers
+    each), and the other replicas' tallies (``set_remote``), added to this one's in
+    ``tallies``. Also ``local_load``/``set_remote``, the shape ``state.load.FleetLoad``
+    shares."""
+
+    def __init__(self, window_s: float = 120.0, window_max: int = 512):
+        self._window_s, self._max = window_s, window_max
+        self._windows: dict[str, Window] = {}
+        self._remote: dict[str, Tally] = {}
+
+    def record(self, answers: Iterable[Answer]) -> None:
+        """Count ``answers`` in their backends' windows."""
+        for a in answers:
+            window = self._windows.get(a.backend_id)
+            if window is None:
+                window = self._windows[a.backend_id] = Window(self._window_s, self._max)
+            window.add(a)
+
+    def reset(self, backend_id: str) -> None:
+        """Forget ``backend_id``'s answers (it was ejected: its probes start afresh)."""
+        self._windows.pop(backend_id, None)
+        self._remote.pop(backend_id, None)
+
+    def local(self, now: float) -> dict[str, Tally]:
+        """This replica's tally per backend at ``now`` (windows trimmed)."""
+        return {b: w.trim(now) for b, w in self._windows.items()}
+
+    def tallies(self, now: float) -> dict[str, Tally]:
+        """This replica's tallies plus the other replicas' (``set_remote``), per backend."""
+        out = self.local(now)
+        for b, t in self._remote.items():
+            out[b] = out.get(b, Tally()).plus(t)
+        return out
+
+    def local_load(self) -> dict[str, list[float]]:
+        """``{backend_id: tally as a list}`` of this replica (what it shares)."""
+        return {b: list(w.tally) for b, w in self._windows.items() if w.tally.answers}
+
+    def set_remote(self, load: Mapping[str, Iterable[float]]) -> None:
+        """The other replicas' summed tallies per backend (replaces the previous ones)."""
+        self._remote = {b: Tally().plus(v) for b, v in load.items()}
