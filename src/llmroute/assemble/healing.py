@@ -46,13 +46,14 @@ class Healing:
         self.cfg, self.clock, self.events = cfg, clock, events
         self.tracker = QualityTracker(cfg.window_s, cfg.window_max)
         self.ejector = Ejector(policy_of(cfg), dict(pools))
+        self._pool_of = {b: p for p, members in pools.items() for b in members}
         self.ticks = 0
 
     def observe(self, trace: Trace, rec: Recorder) -> None:
         """A finished request: its answers into their backends' windows (the observer's
         ``on_finish`` hook; nothing when quality ejection is off)."""
         if self.cfg.enabled:
-            self.tracker.record(answers_of(trace, rec.answer, self.clock()))
+            self.tracker.record(answers_of(trace, rec.answer, self.clock(), self._pool_of))
 
     def views(self) -> Mapping[str, QualityView]:
         """The demoted backends' views (what ``RouterStats`` attaches to snapshots)."""
@@ -61,6 +62,7 @@ class Healing:
     def track(self, pools: Mapping[str, tuple[str, ...]]) -> None:
         """A reload: judge these pools from now on."""
         self.ejector.track(dict(pools))
+        self._pool_of = {b: p for p, members in pools.items() for b in members}
 
     def tick(self) -> list[Transition]:
         """One evaluation now: the ejector over the tallies, the ejected backends' windows

@@ -9,7 +9,9 @@ answer) is one answer of its backend. It is bad when
 
 * ``handoff``: the fuse handed the stream off from it (a ``handoff`` or ``dead_end`` step
   of that backend: the melt);
-* ``verify``: a verifier failed it (a ``verify`` step with ``passed: false`` after it);
+* ``verify``: a verifier failed it: the n-th ``verify`` step of a pool checks the n-th
+  successful answer from that pool (a verify step is timed from the previous step, not
+  from its draft's attempt, so the order of the steps cannot pair them);
 * ``empty``: it is the answer the client got, it finished, and its text is empty (and not
   a tool call);
 * ``truncated``: it is the answer the client got, it finished with ``length`` and its
@@ -44,29 +46,51 @@ log = structlog.get_logger("llmroute.quality")
 STATE_CODES = {"healthy": 0, "probing": 1, "cut": 2, "ejected": 3}
 
 
-def answers_of(trace: Trace, text: str | None, at: float) -> list[Answer]:
+def answers_of(trace: Trace, text: str | None, at: float,
+               pool_of: Mapping[str, str] | None = None) -> list[Answer]:
     """The answers ``trace`` holds, each good or bad (module docstring), dated ``at``
-    (the caller's clock, s); ``text`` is the answer the client got (None: unknown)."""
+    (the caller's clock, s); ``text`` is the answer the client got (None: unknown);
+    ``pool_of`` maps backend ids to pools (for the verifier's verdicts; None: not read)."""
     out: list[Answer] = []
     last: dict[str, int] = {}  # backend id → index of its latest answer in ``out``
-    max_tokens = None
+    succeeded: list[int] = []  # indices of the answers whose attempt succeeded
+    max_tokens, verdicts = None, []
     for step in trace.steps:
         f, name = step.fields, step.name
         if name == "attempt" and (f["ok"] or f["ttft_ms"] is not None):
             last[f["backend"]] = len(out)
+            if f["ok"]:
+                succeeded.append(len(out))
             out.append(Answer(f["backend"], at, None, f.get("entropy")))
         elif name in ("handoff", "dead_end") and f["backend"] in last:
             _mark(out, last[f["backend"]], "handoff")
-        elif name == "verify" and f.get("passed") is False and out:
-            _mark(out, len(out) - 1, "verify")
+        elif name == "verify":
+            verdicts.append((f.get("pool"), f.get("passed")))
         elif name == "receive":
             max_tokens = f.get("max_tokens")
+    if verdicts and pool_of:
+        _verified(out, succeeded, verdicts, pool_of)
     final = trace.summary.get("backend")
     if trace.status == 200 and final in last:
         why = _final_flaw(trace.summary, text, max_tokens)
         if why is not None:
             _mark(out, last[final], why)
     return out
+
+
+def _verified(out: list[Answer], succeeded: list[int], verdicts: list[tuple[Any, Any]],
+              pool_of: Mapping[str, str]) -> None:
+    """Mark bad the answers the verifier failed: the n-th verdict on a pool judges the n-th
+    successful answer from that pool."""
+    drafts: dict[str, list[int]] = {}
+    for i in succeeded:
+        drafts.setdefault(pool_of.get(out[i].backend_id, ""), []).append(i)
+    seen: dict[Any, int] = {}
+    for pool, passed in verdicts:
+        n = seen[pool] = seen.get(pool, -1) + 1
+        mine = drafts.get(pool, [])
+        if passed is False and n < len(mine):
+            _mark(out, mine[n], "verify")
 
 
 def _mark(out: list[Answer], i: int, why: str) -> None:
