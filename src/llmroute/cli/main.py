@@ -79,6 +79,13 @@ def _emulate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
                      help="wall seconds per model second (0.1 = ten times faster)")
     emu.add_argument("--max-waiting", type=int, help="waiting-queue limit (503 beyond it)")
     emu.add_argument("--stream-interval", type=int, default=1, help="tokens per SSE chunk")
+    cue = emu.add_argument_group("misbehaviour on cue (model seconds since start)")
+    cue.add_argument("--degrade-at", type=float, help="answers turn flat and some are cut short")
+    cue.add_argument("--hot-at", type=float, help="the GPU's cooling fails: it runs 25 °C hotter")
+    cue.add_argument("--slow-link-at", type=float, help="the link turns 5 times slower")
+    cue.add_argument("--link-rtt-ms", type=float, default=0.0,
+                     help="the link's round trip (model ms; 0: none)")
+    cue.add_argument("--link-mbps", type=float, help="the link's bandwidth (MB per model s)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,12 +203,17 @@ def _demo(config: Config, args: argparse.Namespace) -> int:
 
 
 def _emulate(args: argparse.Namespace) -> int:
+    from llmroute.emulator.cues import Cues, Link
     from llmroute.emulator.fleet import serve_until_cancelled
     from llmroute.emulator.spec import EngineSpec
 
+    link = Link(args.link_rtt_ms / 1000.0, args.link_mbps * 1e6 if args.link_mbps else None)
+    cues = Cues(degrade_at_s=args.degrade_at, hot_at_s=args.hot_at,
+                slow_link_at_s=args.slow_link_at, link=link)
     try:
         spec = EngineSpec(args.profile, args.model_size, args.gpus, args.time_scale,
-                          max_waiting=args.max_waiting, stream_interval=args.stream_interval)
+                          max_waiting=args.max_waiting, stream_interval=args.stream_interval,
+                          cues=cues)
         spec.scheduler_config()
     except ValueError as exc:
         print(f"llmroute emulate: {exc}", file=sys.stderr)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from llmroute.blocks import block_hashes
 from llmroute.emulator.kv_publish import KvEventPublisher
+from llmroute.emulator.gpu import DcgmView, GpuState
 from llmroute.emulator.metrics import EngineMetrics
 from llmroute.emulator.scheduler import Rejection, Sequence, TokenEvent
 from llmroute.emulator.spec import EngineSpec
@@ -61,6 +62,8 @@ class EmulatedEngine:
         self.spec = spec
         self.scheduler = spec.scheduler()
         self.metrics = EngineMetrics(self.scheduler, spec.model_name)
+        self.gpu = GpuState(self.scheduler.perf, self.scheduler, spec.cues)
+        self.dcgm = DcgmView(self.gpu, self.scheduler.perf, self.model_time, spec.model_name)
         self._clock = clock
         self._wall0 = clock()
         self._model_now = 0.0
@@ -119,6 +122,7 @@ class EmulatedEngine:
                 continue
             await self._sleep_until(batch.end)
             self._model_now = batch.end
+            self.gpu.step(batch)
             events = self.scheduler.complete(batch)
             self.metrics.record(events, batch.duration)
             self._deliver(events)

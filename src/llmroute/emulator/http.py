@@ -2,22 +2,32 @@
 
 ``POST /v1/chat/completions`` and ``POST /v1/completions`` (streamed as SSE or not;
 ``logprobs``/``top_logprobs``; ``stream_options.include_usage``), ``GET /metrics``,
-``GET /health`` and ``GET /v1/models``. Bodies are read by the emulator's own models
-(``emulator.request``, not the router's). Output is exactly ``max_tokens`` tokens
-(``max_completion_tokens`` for chat; 256 when neither is given), ``finish_reason:
-"length"``. Errors are OpenAI-shaped ``{"error": {…}}`` bodies.
+``GET /dcgm/metrics`` (the GPU as a DCGM exporter shows it: ``gpu.py``), ``GET /health``
+and ``GET /v1/models``. Bodies are read by the emulator's own models (``emulator.request``,
+not the router's). Output is exactly ``max_tokens`` tokens (``max_completion_tokens`` for
+chat; 256 when neither is given), ``finish_reason: "length"`` — fewer for a degraded
+answer cut short (``cues.py``). Errors are OpenAI-shaped ``{"error": {…}}`` bodies.
+
+The engine's link (``cues.Link``; none by default) delays every request by one round trip
+plus its body's bytes before the handler runs, and every response body and streamed chunk
+by its bytes over the bandwidth after the headers went out (the metrics pages too, so a
+poller can time the link).
 """
 
 from __future__ import annotations
 
+import asyncio
+import random
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
 from aiohttp import web
 
 from llmroute.emulator.engine import EmulatedEngine, Handle
+from llmroute.emulator.gpu import render_dcgm
 from llmroute.emulator.metrics import CONTENT_TYPE
 from llmroute.emulator.request import EngineRequest, Endpoint, parse_request
 from llmroute.emulator.scheduler import Rejection
@@ -30,11 +40,12 @@ ENGINE_KEY = web.AppKey("engine", EmulatedEngine)
 
 def create_engine_app(engine: EmulatedEngine) -> web.Application:
     """The aiohttp application serving ``engine`` (its step loop is run by the caller)."""
-    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[_link])
     app[ENGINE_KEY] = engine
     app.router.add_post("/v1/chat/completions", _chat)
     app.router.add_post("/v1/completions", _completions)
     app.router.add_get("/metrics", _metrics)
+    app.router.add_get("/dcgm/metrics", _dcgm)
     app.router.add_get("/health", _health)
     app.router.add_get("/v1/models", _models)
     return app
@@ -48,9 +59,43 @@ def error_response(status: int, message: str, code: str, param: str | None = Non
     return web.json_response(body, status=status, dumps=lambda o: orjson.dumps(o).decode())
 
 
-async def _metrics(request: web.Request) -> web.Response:
-    body = request.app[ENGINE_KEY].metrics.render()
-    return web.Response(body=body, headers={"content-type": CONTENT_TYPE})
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def _link(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """One round trip plus the request's bytes over the link before the handler runs."""
+    engine = request.app[ENGINE_KEY]
+    link = engine.spec.cues.link_at(engine.model_time())
+    if link.rtt_s or link.bytes_per_s:
+        size = len(await request.read()) + 256  # the body plus a request head
+        await asyncio.sleep(link.delay_s(size, round_trips=1) * engine.spec.time_scale)
+    return await handler(request)
+
+
+async def _after_head(engine: EmulatedEngine, nbytes: int) -> None:
+    """Wait while ``nbytes`` cross the engine's link (wall seconds)."""
+    link = engine.spec.cues.link_at(engine.model_time())
+    if link.bytes_per_s:
+        await asyncio.sleep(link.delay_s(nbytes) * engine.spec.time_scale)
+
+
+async def _page(request: web.Request, body: bytes) -> web.StreamResponse:
+    """A metrics page: the headers first, then the body once it crossed the link."""
+    resp = web.StreamResponse(headers={"content-type": CONTENT_TYPE})
+    await resp.prepare(request)
+    await _after_head(request.app[ENGINE_KEY], len(body))
+    await resp.write(body)
+    await resp.write_eof()
+    return resp
+
+
+async def _metrics(request: web.Request) -> web.StreamResponse:
+    return await _page(request, request.app[ENGINE_KEY].metrics.render())
+
+
+async def _dcgm(request: web.Request) -> web.StreamResponse:
+    return await _page(request, render_dcgm(request.app[ENGINE_KEY].dcgm))
 
 
 async def _health(request: web.Request) -> web.Response:
@@ -83,11 +128,14 @@ async def _serve(request: web.Request, endpoint: Endpoint) -> web.StreamResponse
     if req.model != engine.spec.model_name:
         return error_response(404, f"The model `{req.model}` does not exist.",
                               "model_not_found", "model")
-    handle = engine.submit(req.prompt_tokens, req.max_tokens or DEFAULT_MAX_TOKENS,
+    cues, now = engine.spec.cues, engine.model_time()
+    rng = random.Random(f"{engine.spec.seed}:{rid}:cut")
+    handle = engine.submit(req.prompt_tokens,
+                           cues.max_tokens(now, req.max_tokens or DEFAULT_MAX_TOKENS, rng),
                            engine.prompt_hashes(req.text))
     if isinstance(handle, Rejection):
         return error_response(handle.status, handle.message, handle.code)
-    answer = _Answer(engine, req, handle)
+    answer = _Answer(engine, req, handle, cues.degraded(now))
     try:
         if req.stream:
             return await answer.stream(request)
@@ -99,14 +147,15 @@ async def _serve(request: web.Request, endpoint: Endpoint) -> web.StreamResponse
 class _Answer:
     """Builds one request's answer (whole or streamed) from its Handle's progress."""
 
-    def __init__(self, engine: EmulatedEngine, req: EngineRequest, handle: Handle):
+    def __init__(self, engine: EmulatedEngine, req: EngineRequest, handle: Handle,
+                 degraded: bool = False):
         self.engine = engine
         self.req = req
         self.handle = handle
         self.chat = req.endpoint == "chat"
         self.id = ("chatcmpl-" if self.chat else "cmpl-") + uuid.uuid4().hex[:16]
         self.created = int(time.time())
-        self.tokens = TokenSource(engine.spec.seed, req.request_id)
+        self.tokens = TokenSource(engine.spec.seed, req.request_id, degraded)
         self.top_n = req.top_n
 
     async def whole(self) -> web.Response:
@@ -118,7 +167,9 @@ class _Answer:
         body = {"id": self.id, "object": "chat.completion" if self.chat else "text_completion",
                 "created": self.created, "model": self.engine.spec.model_name,
                 "choices": [choice], "usage": self._usage()}
-        return web.Response(body=orjson.dumps(body), content_type="application/json")
+        data = orjson.dumps(body)
+        await _after_head(self.engine, len(data))
+        return web.Response(body=data, content_type="application/json")
 
     async def stream(self, request: web.Request) -> web.StreamResponse:
         """SSE: one chunk per update (first token, every ``stream_interval`` tokens, last),
@@ -151,7 +202,9 @@ class _Answer:
             "created": self.created, "model": self.engine.spec.model_name, "choices": choices}
         if usage is not None:
             chunk["usage"] = usage
-        await resp.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
+        data = b"data: " + orjson.dumps(chunk) + b"\n\n"
+        await _after_head(self.engine, len(data))
+        await resp.write(data)
 
     def _choice(self, toks: list[dict[str, Any]], *, final: bool, whole: bool = False,
                 first: bool = False) -> dict[str, Any]:

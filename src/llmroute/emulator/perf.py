@@ -78,9 +78,13 @@ class PerfModel:
         """Seconds for one step doing ``flops`` of compute and reading the weights plus
         ``kv_tokens_read`` tokens of KV cache."""
         compute = flops / (self.gpus * self.gpu.flops * self.compute_efficiency)
+        return max(compute, self.memory_time(kv_tokens_read)) + self.step_overhead_s
+
+    def memory_time(self, kv_tokens_read: int) -> float:
+        """Seconds the memory interface is busy in a step reading the weights plus
+        ``kv_tokens_read`` tokens of KV cache (the roofline's memory term)."""
         read = self.model.weight_bytes + self.model.kv_bytes_per_token * kv_tokens_read
-        memory = read / (self.gpus * self.gpu.bandwidth_bps * self.bandwidth_efficiency)
-        return max(compute, memory) + self.step_overhead_s
+        return read / (self.gpus * self.gpu.bandwidth_bps * self.bandwidth_efficiency)
 
     def decode_step_time(self, batch: int, ctx: int) -> float:
         """Seconds for a decode step of ``batch`` sequences, each with ``ctx`` tokens."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from llmroute.emulator.cues import Cues
 from llmroute.emulator.hardware import gpu_profile, model_size
 from llmroute.emulator.perf import PerfModel
 from llmroute.emulator.scheduler import Scheduler, SchedulerConfig
@@ -22,7 +23,8 @@ class EngineSpec:
     vLLM V1) reuses cached prompt blocks (``emulator/prefix.py``); ``kv_events`` is the
     ZeroMQ endpoint its KV-cache events are published on, as vLLM's ``--kv-events-config``
     (e.g. ``tcp://127.0.0.1:5557``, or ``tcp://127.0.0.1:*`` for a free port; None: not
-    published; ``emulator/kv_publish.py``).
+    published; ``emulator/kv_publish.py``); ``cues`` say when and how it misbehaves
+    (``cues.py``: degraded answers, a hot GPU, a slow link; none by default).
     """
 
     profile: str = "a100-80g"
@@ -39,6 +41,7 @@ class EngineSpec:
     seed: int = 0
     prefix_caching: bool = True
     kv_events: str | None = None
+    cues: Cues = Cues()
 
     def __post_init__(self) -> None:
         if self.time_scale <= 0 or self.gpus < 1 or self.stream_interval < 1:

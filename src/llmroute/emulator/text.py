@@ -6,6 +6,8 @@ id, so an answer is reproducible. Log-probabilities are plausible, not modelled:
 token's probability p is ``1 − Beta(1, 6)`` (mean ≈ 0.86, sometimes low, as a confident
 model's), and ``top_logprobs`` alternatives share the rest, 1 − p, in geometrically
 decreasing parts — so every logprob ≤ 0 and the listed probabilities sum to at most 1.
+A *degraded* answer (``cues.py``) is flat instead: p uniform in 1–5 % and each alternative
+1–4 %, so its top-k entropy bound is about 3.5–4.2 nats per token.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ _WORDS = ("the", "of", "and", "to", "a", "in", "is", "that", "for", "it", "as", 
 class TokenSource:
     """The output tokens of one request, produced in order (see the module docstring)."""
 
-    def __init__(self, seed: int, request_id: str):
+    def __init__(self, seed: int, request_id: str, degraded: bool = False):
         self._rng = random.Random(f"{seed}:{request_id}")
         self._count = 0
+        self._degraded = degraded
 
     def next_tokens(self, n: int, top_n: int | None) -> list[dict[str, Any]]:
         """The next ``n`` tokens as OpenAI ``logprobs.content`` items (``token``,
@@ -37,7 +40,10 @@ class TokenSource:
         word = self._rng.choice(_WORDS)
         text = word if self._count == 0 else " " + word
         self._count += 1
-        p = max(1.0 - self._rng.betavariate(1.0, 6.0), 1e-6)
+        if self._degraded:
+            p = self._rng.uniform(0.01, 0.05)
+        else:
+            p = max(1.0 - self._rng.betavariate(1.0, 6.0), 1e-6)
         item = _item(text, p)
         item["top_logprobs"] = self._alternatives(text, p, top_n or 0)
         return item
@@ -49,7 +55,7 @@ class TokenSource:
         picks = self._rng.sample(others, top_n - 1)
         rest, alts = 1.0 - p, [_item(text, p)]
         for i, w in enumerate(picks):
-            share = rest * 0.5 ** (i + 1)
+            share = self._rng.uniform(0.01, 0.04) if self._degraded else rest * 0.5 ** (i + 1)
             alts.append(_item((" " if text.startswith(" ") else "") + w, max(share, 1e-9)))
         return sorted(alts, key=lambda a: -a["logprob"])
 
