@@ -40,15 +40,20 @@ class Handle:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def updates(self) -> AsyncIterator[int]:
-        """Yield the number of new tokens each time some arrive, until the request ends."""
+        """Yield the number of new tokens each time some arrive, until the request ends —
+        every token exactly once, even when more arrived, or the request finished, while
+        the consumer was still busy with the previous update (a slow client or link:
+        ``cues.py``)."""
         sent = 0
         while True:
-            await self.wake.wait()
+            if not self.finished:
+                await self.wake.wait()
             self.wake.clear()
-            if self.generated > sent:
-                yield self.generated - sent
-                sent = self.generated
-            if self.finished:
+            new = self.generated - sent
+            if new > 0:
+                yield new
+                sent += new  # not ``self.generated``: it may have grown during the yield
+            if self.finished and sent >= self.generated:
                 return
 
 

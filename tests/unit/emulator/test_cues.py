@@ -9,6 +9,7 @@ import statistics
 from dataclasses import replace
 
 import aiohttp
+import orjson
 import httpx
 import pytest
 
@@ -103,3 +104,17 @@ async def test_a_slow_link_shows_in_the_routers_poll_timings():
     slow = await rtts(replace(FAST, cues=Cues(link=link, slow_link_at_s=0.0)))
     assert 20.0 <= statistics.median(fast) < 60.0  # 20 ms round trip on the wall clock
     assert statistics.median(slow) >= 100.0  # five times that
+
+
+async def test_a_slow_consumer_still_gets_every_token_and_the_finish():
+    spec = replace(FAST, stream_interval=16, cues=Cues(link=Link(rtt_s=0.5, bytes_per_s=2e5)))
+    async with serve_engines([spec]) as (served,), \
+            httpx.AsyncClient(base_url=served.base_url, timeout=60) as client:
+        for _ in range(3):
+            async with client.stream("POST", "/v1/chat/completions",
+                                     json=body(stream=True, max_tokens=50, logprobs=True,
+                                               top_logprobs=5)) as resp:
+                chunks = [orjson.loads(x[6:]) async for x in resp.aiter_lines()
+                          if x.startswith("data: {")]
+            tokens = sum(len(c["choices"][0]["logprobs"]["content"]) for c in chunks)
+            assert tokens == 50 and chunks[-1]["choices"][0]["finish_reason"] == "length"
