@@ -21,9 +21,10 @@ from fakes.router import make_config
 from llmroute.api.app import create_app
 from llmroute.api.server import serve_in_background
 from llmroute.assemble.runtime import make_backends, wire
+from llmroute.types import Answer, EngineSignals
 
 pytestmark = pytest.mark.slow
-SECTIONS = ("topology", "watermarks", "fuse-heatmap", "rates", "decisions")
+SECTIONS = ("topology", "watermarks", "health", "fuse-heatmap", "rates", "decisions")
 
 
 def chromium() -> str:
@@ -72,7 +73,7 @@ async def test_no_data_states_are_never_blank(tmp_path):
     assert "no engine signals yet" in texts["watermarks"]
     assert "no handoffs in the last 24 hours" in texts["fuse-heatmap"]
     assert "no requests yet" in texts["decisions"]
-    assert "拓扑" in texts["topology"]
+    assert "拓扑" in texts["topology"] and "no metrics" in texts["health"]
     assert all(len(t.splitlines()) >= 2 for t in texts.values()), texts
     assert not errors, errors
 
@@ -109,6 +110,30 @@ async def test_every_section_shows_live_data_in_chromium(tmp_path):
     assert count >= 1 and kv == "0.70"
     assert handed[0] in trace and "attempt" in trace and "anchor" in trace
     assert (tmp_path / "dashboard.png").stat().st_size > 10_000
+    assert not errors, errors
+
+
+async def test_the_health_row_shows_a_dark_a_hot_and_a_demoted_backend(tmp_path):
+    chromium()
+    errors: list[str] = []
+    async with observed_router() as (rt, url), browser_page(errors) as page:
+        now = rt.clock()
+        rt.healing.tracker.record([Answer("cutter", now, "handoff")] * 30
+                                  + [Answer("steady", now, None, 1.2)] * 30)
+        assert [m.new.value for m in rt.healing.tick()] == ["cut"]
+        rt.signals.record_ok("steady", EngineSignals(now, "dcgm", gpu_temp_c=84.0), now)
+        rt.signals.record_failure("cutter", "GET http://…/metrics: refused", now)
+        await page.goto(f"{url}/dashboard")
+        cut = '[data-testid="health"] tr[data-backend="cutter"][data-quality="cut"]'
+        await page.wait_for_selector(cut + '[data-dark="true"]')
+        hot = await page.locator('[data-testid="health"] tr[data-backend="steady"] '
+                                 'td[data-cell="hot"]').inner_text()
+        temp = await page.locator('[data-testid="health"] tr[data-backend="steady"] '
+                                  'td[data-cell="temp"]').inner_text()
+        text = await section_text(page, "health")
+        await page.screenshot(path=str(tmp_path / "health.png"), full_page=True)
+    assert hot == "hot: held out" and temp == "84"
+    assert "the router is blind to cutter" in text and "0.25" in text
     assert not errors, errors
 
 

@@ -10,14 +10,14 @@ from fakes.router import make_config, open_router
 from fakes.upstream import serve_upstream
 
 CHAT = "/v1/chat/completions"
-SECTIONS = ("topology", "watermarks", "fuse-heatmap", "rates", "decisions")
+SECTIONS = ("topology", "watermarks", "health", "fuse-heatmap", "rates", "decisions")
 
 
 def config(url: str = "http://127.0.0.1:9"):
     return make_config([{"id": "a", "pool": "general", "base_url": url}])
 
 
-async def test_the_page_is_self_contained_utf8_with_five_sections():
+async def test_the_page_is_self_contained_utf8_with_six_sections():
     async with open_router(config()) as (_, client):
         r = await client.get("/dashboard")
     assert r.status_code == 200 and r.headers["content-type"] == "text/html; charset=utf-8"

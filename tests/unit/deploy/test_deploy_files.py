@@ -63,11 +63,11 @@ def test_promtool_accepts_the_rules_and_they_fire_as_specified(args):
     assert "SUCCESS" in promtool(*args)
 
 
-def test_the_three_alerts_are_there():
+def test_the_five_alerts_are_there():
     groups = yaml.safe_load((PROM / "alerts.yml").read_text())["groups"]
     alerts = {r["alert"]: r for g in groups for r in g["rules"] if "alert" in r}
     assert set(alerts) == {"LLMRouteHighErrorRate", "LLMRouteLatencyAboveBaseline",
-                           "LLMRouteHighMeltRate"}
+                           "LLMRouteHighMeltRate", "LLMRouteBackendDark", "LLMRoutePoolDark"}
     assert all(r["for"] == "5m" for r in alerts.values())
 
 
