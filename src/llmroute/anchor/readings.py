@@ -56,8 +56,13 @@ class ThermalLatch:
 
     def hot(self, now: float, fresh_s: float) -> frozenset[str]:
         """The hot backends whose last reading is at most ``fresh_s`` seconds old at
-        ``now``."""
+        ``now`` (read per request: with none hot, the shared empty set)."""
+        if not self._hot:
+            return _NONE
         return frozenset(b for b, at in self._hot.items() if now - at <= fresh_s)
+
+
+_NONE: frozenset[str] = frozenset()
 
 
 class NetMedian:

@@ -77,29 +77,54 @@ def tally_of(answer: Answer) -> Tally:
 
 class Window:
     """One backend's answers of the last ``window_s`` seconds (at most ``window_max``) and
-    their running ``Tally``."""
+    their running sums (``tally``). Adding or dropping an answer changes a few of the sums
+    in place (the request path adds one per answer: a few hundred nanoseconds)."""
 
     def __init__(self, window_s: float, window_max: int):
         self._window_s, self._max = window_s, window_max
-        self._items: deque[tuple[float, Tally]] = deque()
-        self.tally = Tally()
+        self._items: deque[Answer] = deque()
+        self._sums = [0] * 6 + [0.0, 0.0]  # answers, bad, by reason ×4, entropy sum, sq
+        self._scored = 0
+
+    @property
+    def tally(self) -> Tally:
+        """The window's sums as a ``Tally``."""
+        n, bad, handoff, empty, truncated, verify, h, sq = self._sums
+        return Tally(n, bad, handoff, empty, truncated, verify, self._scored, h, sq)
 
     def add(self, answer: Answer) -> None:
         """Count ``answer`` in; the oldest beyond ``window_max`` drop out."""
-        one = tally_of(answer)
-        self._items.append((answer.at, one))
-        self.tally = self.tally.plus(one)
-        while len(self._items) > self._max:
-            self.tally = self.tally.minus(self._items.popleft()[1])
+        self._items.append(answer)
+        self._count(answer, 1)
+        if len(self._items) > self._max:
+            self._count(self._items.popleft(), -1)
 
     def trim(self, now: float) -> Tally:
         """Drop the answers older than ``window_s`` at ``now``; the tally left."""
         horizon, items = now - self._window_s, self._items
-        while items and items[0][0] < horizon:
-            self.tally = self.tally.minus(items.popleft()[1])
-        if not items:
-            self.tally = Tally()  # no float residue once the window is empty
+        while items and items[0].at < horizon:
+            self._count(items.popleft(), -1)
+        if not items:  # no float residue once the window is empty
+            self._sums, self._scored = [0] * 6 + [0.0, 0.0], 0
         return self.tally
+
+    def _count(self, a: Answer, sign: int) -> None:
+        sums = self._sums
+        sums[0] += sign
+        if a.bad is not None:
+            sums[1] += sign
+            i = _REASON.get(a.bad)
+            if i is not None:
+                sums[i] += sign
+        h = a.entropy
+        if h is not None and math.isfinite(h):
+            self._scored += sign
+            sums[6] += sign * h
+            sums[7] += sign * h * h
+
+
+_REASON = {r: 2 + i for i, r in enumerate(REASONS)}
+"""A bad answer's reason → its index in ``Window._sums``."""
 
 
 class QualityTracker:

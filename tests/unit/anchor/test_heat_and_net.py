@@ -87,9 +87,10 @@ def test_a_slot_is_in_the_unit_interval_and_repeatable(rid, bid):
 def test_network_scores_rtt_and_bandwidth_against_the_best_candidate():
     ctx = context(engines={"a": signals(net_rtt_ms=2.0, net_bytes_per_s=8e6),
                            "b": signals(net_rtt_ms=10.0, net_bytes_per_s=2e6),
-                           "c": signals(net_rtt_ms=4.0)})
-    got = NetworkScorer().score(ctx, backends("a", "b", "c", "d"))
-    assert got == pytest.approx({"a": 1.0, "b": 0.5 * 0.2 + 0.5 * 0.25, "c": 0.5})
+                           "c": signals(net_rtt_ms=4.0),
+                           "e": signals(net_rtt_ms=2.9, net_bytes_per_s=6e6)})  # alike: 1.0
+    got = NetworkScorer().score(ctx, backends("a", "b", "c", "d", "e"))
+    assert got == pytest.approx({"a": 1.0, "b": 0.5 * 0.3 + 0.5 * 0.375, "c": 0.75, "e": 1.0})
 
 
 def test_mem_bandwidth_prefers_headroom():

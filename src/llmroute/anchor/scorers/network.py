@@ -4,8 +4,12 @@ The router times its own polls of each engine (``anchor/sources/http.py``: the t
 response headers, ``net_rtt_ms``, and the body's bytes per second, ``net_bytes_per_s``;
 the store keeps the median of the last five), so a link that slows shows here within a few
 poll intervals and costs no extra probe. The score is relative to the candidates, as
-``expected-ttft`` is: ``½ · best RTT / own RTT + ½ · own bytes/s / best bytes/s``, each
-part in [0, 1]; a backend with only one reading is scored on that one.
+``expected-ttft`` is: ``½ · rtt part + ½ · bytes/s part``, each in [0, 1]; a backend with
+only one reading is scored on that one. A part is 1.0 within ``TOLERANCE`` of the best
+candidate (a median of five timings on a busy event loop still moves by tens of per cent
+between links that are alike, and a weighted term would herd traffic onto whichever reads
+fastest), else it falls in proportion: ``TOLERANCE · best RTT / own RTT`` and ``TOLERANCE ·
+own bytes/s / best bytes/s`` — a link five times slower than the best scores 0.3.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from llmroute.types import Backend
 
 MIN_RTT_MS = 0.05
 """Floor of the best RTT (ms), so a loopback reading of ~0 does not divide by zero."""
+TOLERANCE = 1.5
+"""Readings within this factor of the best candidate's count as the best (module
+docstring)."""
 
 
 class NetworkScorer(ColumnScorer):
@@ -42,7 +49,7 @@ def _score(rtt: float | None, rate: float | None, fastest: float | None,
     parts = []
     if rtt is not None and fastest is not None:
         best = max(fastest, MIN_RTT_MS)
-        parts.append(min(best / max(rtt, best), 1.0))
+        parts.append(min(TOLERANCE * best / max(rtt, best), 1.0))
     if rate is not None and widest:
-        parts.append(min(rate / widest, 1.0))
+        parts.append(min(TOLERANCE * rate / widest, 1.0))
     return sum(parts) / len(parts) if parts else NAN
