@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -140,18 +141,26 @@ async def _load(plan: LoadPlan) -> tuple[list[Outcome], list[Poll]]:
     async with aiohttp.ClientSession(connector=connector) as session:
         start = time.monotonic()
         polls: list[Poll] = []
-        poller = asyncio.create_task(_poll(session, plan, start, polls))
-        progress = [_Progress() for _ in plan.schedule]
-        tasks = [asyncio.create_task(_send_at(session, plan, i, row, start, progress[i]))
-                 for i, row in enumerate(plan.schedule)]
-        end = start + plan.schedule[-1][0] + plan.deadline_s + 1.0
-        done, pending = await asyncio.wait(tasks, timeout=max(end - time.monotonic(), 0))
-        for t in (*pending, poller):
-            t.cancel()
-        await asyncio.gather(*pending, poller, return_exceptions=True)
-    outcomes = [t.result() if t in done else progress[i].unfinished(i)
-                for i, t in enumerate(tasks)]
+        outcomes = await replay(session, plan, start, _poll(session, plan, start, polls))
     return outcomes, polls
+
+
+async def replay(session: aiohttp.ClientSession, plan: LoadPlan, start: float,
+                 beside: Coroutine[Any, Any, None]) -> list[Outcome]:
+    """Send ``plan``'s rows from the monotonic second ``start`` on, with ``beside`` running
+    meanwhile (cancelled at the end); every row's Outcome, ``unfinished`` for those still
+    streaming one deadline after the last send."""
+    side = asyncio.create_task(beside)
+    progress = [_Progress() for _ in plan.schedule]
+    tasks = [asyncio.create_task(_send_at(session, plan, i, row, start, progress[i]))
+             for i, row in enumerate(plan.schedule)]
+    end = start + plan.schedule[-1][0] + plan.deadline_s + 1.0
+    done, pending = await asyncio.wait(tasks, timeout=max(end - time.monotonic(), 0))
+    for t in (*pending, side):
+        t.cancel()
+    await asyncio.gather(*pending, side, return_exceptions=True)
+    return [t.result() if t in done else progress[i].unfinished(i)
+            for i, t in enumerate(tasks)]
 
 
 @dataclass
