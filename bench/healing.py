@@ -11,10 +11,13 @@ capacity), time-compressed so the router sees ``--wall-rps`` requests per wall s
 2 MB/s (model units). Three engines misbehave on cue (``emulator/cues.py``):
 
 - ``gpu-0``'s answers turn flat (entropy ~4 nats per token) and half are cut short, at
-  t = 60 s (``--quick``: 12 s) after the load starts;
-- ``gpu-1``'s cooling has failed from the start: it idles at 73 °C and heats past 78 °C
-  under load;
-- ``gpu-2``'s link slows 5× (500 ms round trip, 400 kB/s) at t = 30 s (``--quick``: 8 s).
+  t = 60 s (``--quick``: 8 s) after the load starts;
+- ``gpu-1``'s cooling has failed from the start: it heats towards 80 °C idle (past 78 °C
+  within a minute of model time), 100 °C under full load;
+- ``gpu-2``'s link slows 5× (500 ms round trip, 400 kB/s) at t = 30 s (``--quick``: 5 s).
+
+The router polls every engine every 0.5 s (both pages at once; a 5 s poll timeout, so the
+slowed link is slow, not dark).
 
 The two arms differ only in what this issue added: ``breakers-only`` runs with quality
 ejection off, the thermal filter off and the preset's net term as it was (``latency``);
@@ -71,9 +74,9 @@ ENGINES = 6
 DEGRADED, HOT, SLOW = "gpu-0", "gpu-1", "gpu-2"
 LINK = Link(rtt_s=0.1, bytes_per_s=2e6)
 LIMIT_C = 78.0
-HOT_RISE_C = 33.0
-"""gpu-1's failed cooling: it idles towards 73 °C and passes 78 °C once about a quarter of
-its time is busy, so it cycles through the thermal latch (out at 78, back at 75)."""
+HOT_RISE_C = 40.0
+"""gpu-1's failed cooling: 40 °C hotter, it idles towards 80 °C — past the 78 °C limit as
+soon as it has warmed up (a few time constants: a minute or so of model time)."""
 LEAD_S = 10.0
 """Wall seconds between the fleet's start and the load's: the router starts meanwhile (when
 it takes longer, the load starts late and every figure is measured from its real start)."""
@@ -131,8 +134,8 @@ def router_config(arm: str, engines: list[tuple[str, int]]) -> Config:
                  "model": "fleet-model", "context_length": max_len,
                  "gpu": {"dcgm_url": url + "/dcgm/metrics"}}
                 for i, (url, max_len) in enumerate(engines)]
-    anchor: dict[str, Any] = {"preset": "seed-000", "picker": "p2c", "poll_timeout_s": 2.0,
-                              "stale_after_s": 5.0}
+    anchor: dict[str, Any] = {"preset": "seed-000", "picker": "p2c", "poll_interval_s": 0.5,
+                              "poll_timeout_s": 5.0, "stale_after_s": 10.0}
     extra: dict[str, Any] = {}
     if arm == "breakers-only":
         anchor.update(scorers={"network": 0, "latency": 0.2}, thermal_limit_c=None)
@@ -287,6 +290,17 @@ def slow_link(arm: Arm) -> tuple[float, float]:
     return share, pct(ttfts, 0.95)
 
 
+def p95_by_backend(arm: Arm) -> dict[str, float]:
+    """P95 TTFT (model s) per backend that started the request, over the requests sent
+    after the link slowed (a gave-up request has no backend: it is left out here)."""
+    slow_at = arm.cue(arm.plan.slow_s)
+    by: dict[str, list[float]] = {}
+    for o in arm.outcomes:
+        if arm.offset(o) >= slow_at and o.ttft_s is not None and o.backend:
+            by.setdefault(o.backend, []).append(o.ttft_s / arm.plan.time_scale)
+    return {b: round(pct(v, 0.95), 3) for b, v in sorted(by.items())}
+
+
 def failures(arm: Arm) -> float:
     """Failed or gave-up requests over the settled ones (0–1)."""
     settled = [o for o in arm.outcomes if o.status != "unfinished"]
@@ -302,7 +316,7 @@ def demotions(arm: Arm, *, but: str | None = None) -> int:
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     rows = load_trace()
-    seconds, degrade_s, slow_s = (30.0, 12.0, 8.0) if args.quick else (240.0, 60.0, 30.0)
+    seconds, degrade_s, slow_s = (30.0, 8.0, 5.0) if args.quick else (240.0, 60.0, 30.0)
     plan = make_plan(rows, seconds, args.wall_rps, degrade_s, slow_s)
     print(f"# fleet: {ENGINES} × A100/7B, {len(plan.rows)} requests over {seconds:.0f} wall s, "
           f"time_scale {plan.time_scale:.3f} (model s = wall s / time_scale)", flush=True)
@@ -324,7 +338,8 @@ def report(arms: dict[str, Arm], healthy: Arm, args: argparse.Namespace) -> dict
                       time_to_demote(arm), "hot_gpu_share": hot, "hot_requests": hot_n,
                       "slow_link_share": round(share, 4), "p95_ttft_after_slow_s":
                       round(p95, 3), "failures": round(failures(arm), 4),
-                      "other_demotions": demotions(arm, but=DEGRADED)}
+                      "other_demotions": demotions(arm, but=DEGRADED),
+                      "p95_ttft_by_backend_s": p95_by_backend(arm)}
         print(f"{name:>14}: {orjson.dumps(rows[name]).decode()}", flush=True)
     col = healthy.collector or {}
     cpu_share = col.get("cpu_s", math.nan) / max(col.get("wall_s", 1.0), 1e-9)
@@ -365,7 +380,7 @@ def _r(x: float | None, digits: int = 4) -> float | None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="short arms and healthy replay (<3 min)")
-    p.add_argument("--wall-rps", type=float, default=12.0,
+    p.add_argument("--wall-rps", type=float, default=8.0,
                    help="requests per wall second the router sees (sets the time scale)")
     p.add_argument("--healthy-s", type=float, default=None,
                    help="wall seconds of the healthy replay (default: 30 trace minutes; "

@@ -1,7 +1,10 @@
-"""An engine source with a GPU source beside it (NVML or DCGM): one merged snapshot."""
+"""An engine source with a GPU source beside it (NVML or DCGM): one merged snapshot, both
+polled at once (a slow link to the engine's host would otherwise cost a poll two round
+trips)."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from llmroute.anchor.protocol import MetricsSource
@@ -21,10 +24,14 @@ class WithGpu:
     gpu: MetricsSource
 
     async def poll(self, backend: Backend, now: float) -> EngineSignals:
-        """Both polls, merged (``signals.merge``: engine values first)."""
-        engine = await self.engine.poll(backend, now)
-        try:
-            gpu = await self.gpu.poll(backend, now)
-        except SignalSourceError:
+        """Both polls at once, merged (``signals.merge``: engine values first); raises the
+        engine poll's SignalSourceError."""
+        engine, gpu = await asyncio.gather(self.engine.poll(backend, now),
+                                           self.gpu.poll(backend, now), return_exceptions=True)
+        if isinstance(engine, BaseException):
+            raise engine
+        if isinstance(gpu, SignalSourceError):
             return merge(engine, unreadable(DCGM, now, GPU_EXPECTED))
+        if isinstance(gpu, BaseException):
+            raise gpu
         return merge(engine, gpu)
