@@ -58,8 +58,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from scipy.stats import fisher_exact, ttest_ind_from_stats
-
 from llmroute.fuse.quality import Tally
 from llmroute.types import QualityState, QualityView
 
@@ -141,6 +139,8 @@ def _bad_p(own: Tally, rest: Tally, policy: Policy) -> float | None:
     effect floor)."""
     if (own.bad_ratio or 0.0) - (rest.bad_ratio or 0.0) < policy.min_gap:
         return None
+    from scipy.stats import fisher_exact  # here: SciPy takes seconds to import
+
     table = [[own.bad, own.answers - own.bad], [rest.bad, rest.answers - rest.bad]]
     return float(fisher_exact(table, alternative="greater").pvalue)
 
@@ -153,6 +153,8 @@ def _entropy_p(own: Tally, rest: Tally, policy: Policy) -> float | None:
     mine, theirs = own.mean_entropy or 0.0, rest.mean_entropy or 0.0
     if mine - theirs < policy.min_entropy_gap_nats:
         return None
+    from scipy.stats import ttest_ind_from_stats  # here: SciPy takes seconds to import
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         p = ttest_ind_from_stats(mine, max(own.entropy_sd, MIN_SD_NATS), own.scored, theirs,
