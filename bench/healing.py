@@ -51,7 +51,7 @@ import math
 import multiprocessing as mp
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +59,20 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 
+from healing_figures import (
+    DEGRADED,
+    LEAD_S,
+    Arm,
+    bad_answers,
+    demotions,
+    failures,
+    hot_share,
+    p95_by_backend,
+    slow_link,
+    time_to_demote,
+)
 from healing_load import Replay, collector_process, fleet_process, load_process
-from schedule_load import TRACE, LoadPlan, Outcome, load_trace
+from schedule_load import TRACE, LoadPlan, load_trace
 
 from llmroute.api.app import create_app
 from llmroute.api.server import serve_in_background
@@ -71,15 +83,10 @@ from llmroute.emulator.spec import EngineSpec
 from llmroute.observe.logging import configure_logging
 
 ENGINES = 6
-DEGRADED, HOT, SLOW = "gpu-0", "gpu-1", "gpu-2"
 LINK = Link(rtt_s=0.1, bytes_per_s=2e6)
-LIMIT_C = 78.0
 HOT_RISE_C = 40.0
 """gpu-1's failed cooling: 40 °C hotter, it idles towards 80 °C — past the 78 °C limit as
 soon as it has warmed up (a few time constants: a minute or so of model time)."""
-LEAD_S = 10.0
-"""Wall seconds between the fleet's start and the load's: the router starts meanwhile (when
-it takes longer, the load starts late and every figure is measured from its real start)."""
 TARGETS = {"time_to_demote_s": 30.0, "bad_answers_ratio_vs_breakers_only": 0.2,
            "false_demotions": 0, "hot_gpu_share": 0.02,
            "slow_link_p95_ttft_ratio_vs_breakers_only": 0.8}
@@ -146,36 +153,6 @@ def router_config(arm: str, engines: list[tuple[str, int]]) -> Config:
         "gate": {"kind": "rules"}, "anchor": anchor, **extra})
 
 
-@dataclass
-class Arm:
-    """One arm's run: outcomes, the hot GPU's temperatures ``[(offset s, °C)]``, the
-    router's quality transitions ``[(monotonic s, backend, new state)]``, the monotonic
-    seconds the fleet's model clocks started and the load started, and the healing loop's
-    ticks and their CPU seconds."""
-
-    name: str
-    plan: Plan
-    outcomes: list[Outcome] = field(default_factory=list)
-    temps: list[tuple[float, float]] = field(default_factory=list)
-    moves: list[tuple[float, str, str]] = field(default_factory=list)
-    fleet_at: float = 0.0
-    start_at: float = 0.0
-    ticks: int = 0
-    tick_cpu_s: float = 0.0
-    collector: dict[str, float] | None = None
-
-    def offset(self, o: Outcome) -> float:
-        """Planned send time of ``o`` (wall s after the load started)."""
-        return self.plan.rows[o.index][0]
-
-    def cue(self, wall_after_lead: float | None) -> float | None:
-        """When a cue planned ``wall_after_lead`` s after the planned load start fired,
-        in wall s after the real load start."""
-        if wall_after_lead is None:
-            return None
-        return self.fleet_at + LEAD_S + wall_after_lead - self.start_at
-
-
 async def run_arm(name: str, plan: Plan, measure_collector: bool = False) -> Arm:
     """Start a fresh fleet and router, replay ``plan``, stop everything."""
     ctx = mp.get_context("spawn")
@@ -238,80 +215,6 @@ async def _replay(ctx: Any, url: str, arm: Arm, engines: list[str], collect: boo
         await asyncio.to_thread(probe.join, 10)
 
 
-# ------------------------------------------------------------------------------ figures
-
-def pct(values: list[float], q: float) -> float:
-    """Nearest-rank ``q``-quantile; NaN when empty."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
-
-
-def bad_answers(arm: Arm) -> int:
-    """Requests the router started on the degraded engine after it went bad."""
-    bad_at = arm.cue(arm.plan.degrade_s)
-    return sum(1 for o in arm.outcomes if o.backend == DEGRADED and arm.offset(o) >= bad_at)
-
-
-def time_to_demote(arm: Arm) -> float | None:
-    """Wall seconds from the degradation to gpu-0's first demotion; None: never."""
-    bad_at = arm.start_at + arm.cue(arm.plan.degrade_s)
-    times = [t - bad_at for t, b, state in arm.moves
-             if b == DEGRADED and state in ("cut", "ejected") and t >= bad_at]
-    return min(times) if times else None
-
-
-def hot_share(arm: Arm) -> tuple[float | None, int]:
-    """``(share of the requests sent while gpu-1 read above the limit that went to it,
-    how many such requests)``; a request counts when the polls on both sides of its send
-    time read above the limit."""
-    temps, sent, mine = arm.temps, 0, 0
-    for o in arm.outcomes:
-        t = arm.offset(o)
-        before = [c for s, c in temps if s <= t][-1:]
-        after = [c for s, c in temps if s >= t][:1]
-        if before and after and before[0] > LIMIT_C and after[0] > LIMIT_C:
-            sent += 1
-            mine += o.backend == HOT
-    return (mine / sent if sent else None), sent
-
-
-def slow_link(arm: Arm) -> tuple[float, float]:
-    """``(gpu-2's share of the requests sent after its link slowed, the fleet's P95 TTFT
-    over them in model seconds)``; a request the client gave up on counts at the
-    deadline."""
-    slow_at = arm.cue(arm.plan.slow_s)
-    after = [o for o in arm.outcomes if arm.offset(o) >= slow_at]
-    ttfts = [o.ttft_s / arm.plan.time_scale for o in after if o.ttft_s is not None
-             and o.status in ("ok", "unfinished")]
-    ttfts += [arm.plan.deadline_s] * sum(o.status == "deadline" for o in after)
-    share = sum(o.backend == SLOW for o in after) / max(len(after), 1)
-    return share, pct(ttfts, 0.95)
-
-
-def p95_by_backend(arm: Arm) -> dict[str, float]:
-    """P95 TTFT (model s) per backend that started the request, over the requests sent
-    after the link slowed (a gave-up request has no backend: it is left out here)."""
-    slow_at = arm.cue(arm.plan.slow_s)
-    by: dict[str, list[float]] = {}
-    for o in arm.outcomes:
-        if arm.offset(o) >= slow_at and o.ttft_s is not None and o.backend:
-            by.setdefault(o.backend, []).append(o.ttft_s / arm.plan.time_scale)
-    return {b: round(pct(v, 0.95), 3) for b, v in sorted(by.items())}
-
-
-def failures(arm: Arm) -> float:
-    """Failed or gave-up requests over the settled ones (0–1)."""
-    settled = [o for o in arm.outcomes if o.status != "unfinished"]
-    return sum(o.status in ("failed", "deadline") for o in settled) / max(len(settled), 1)
-
-
-def demotions(arm: Arm, *, but: str | None = None) -> int:
-    """Demotions (to cut) of any backend but ``but``."""
-    return sum(1 for _, b, state in arm.moves if state == "cut" and b != but)
-
-
 # ------------------------------------------------------------------------------ the run
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
@@ -320,15 +223,35 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     plan = make_plan(rows, seconds, args.wall_rps, degrade_s, slow_s)
     print(f"# fleet: {ENGINES} × A100/7B, {len(plan.rows)} requests over {seconds:.0f} wall s, "
           f"time_scale {plan.time_scale:.3f} (model s = wall s / time_scale)", flush=True)
-    arms = {name: await run_arm(name, plan) for name in ("breakers-only", "self-healing")}
+    arms = {} if args.only == "healthy" else {
+        name: await run_arm(name, plan) for name in ("breakers-only", "self-healing")}
     healthy_s = args.healthy_s or (25.0 if args.quick else 1800.0 * plan.time_scale)
-    healthy = await run_arm("self-healing", make_plan(rows, healthy_s, args.wall_rps,
-                                                      None, None), measure_collector=True)
-    return report(arms, healthy, args)
+    healthy = None if args.only == "scenario" else await run_arm(
+        "self-healing", make_plan(rows, healthy_s, args.wall_rps, None, None),
+        measure_collector=True)
+    return {**(scenario(arms) if arms else {}), **(sound(healthy) if healthy else {}),
+            "time_scale": _r(plan.time_scale, 4), "quick": args.quick,
+            "wall_rps": args.wall_rps}
 
 
-def report(arms: dict[str, Arm], healthy: Arm, args: argparse.Namespace) -> dict[str, Any]:
-    """Print the table; the RESULT object."""
+def sound(healthy: Arm) -> dict[str, Any]:
+    """The healthy replay's figures: false demotions, the collector's CPU."""
+    col = healthy.collector or {}
+    wall, polls = max(col.get("wall_s", 1.0), 1e-9), max(col.get("polls", 0), 1)
+    return {"false_demotions": demotions(healthy),
+            "false_demotions_healthy_minutes_model": round(
+                healthy.plan.rows[-1][0] / healthy.plan.time_scale / 60.0, 1),
+            "healthy_requests": len(healthy.outcomes),
+            "healthy_failures": round(failures(healthy), 4),
+            "collector_cpu_core_share": _r(col.get("cpu_s", math.nan) / wall, 5),
+            "collector_cpu_ms_per_poll": _r(1000 * col.get("cpu_s", math.nan) / polls, 3),
+            "collector_polls_per_s": _r(col.get("polls", 0) / wall),
+            "healing_tick_ms_healthy": _r(1000 * healthy.tick_cpu_s / max(healthy.ticks, 1),
+                                          3)}
+
+
+def scenario(arms: dict[str, Arm]) -> dict[str, Any]:
+    """Print the two arms' table; their figures."""
     base, heal = arms["breakers-only"], arms["self-healing"]
     rows = {}
     for name, arm in arms.items():
@@ -341,29 +264,17 @@ def report(arms: dict[str, Arm], healthy: Arm, args: argparse.Namespace) -> dict
                       "other_demotions": demotions(arm, but=DEGRADED),
                       "p95_ttft_by_backend_s": p95_by_backend(arm)}
         print(f"{name:>14}: {orjson.dumps(rows[name]).decode()}", flush=True)
-    col = healthy.collector or {}
-    cpu_share = col.get("cpu_s", math.nan) / max(col.get("wall_s", 1.0), 1e-9)
     result = {
         "time_to_demote_s": _r(rows["self-healing"]["time_to_demote_s"]),
         "bad_answers_ratio_vs_breakers_only": _r(bad_answers(heal) / max(bad_answers(base), 1)),
-        "false_demotions": demotions(healthy),
-        "false_demotions_healthy_minutes_model": round(
-            healthy.plan.rows[-1][0] / healthy.plan.time_scale / 60.0, 1),
-        "healthy_requests": len(healthy.outcomes),
         "hot_gpu_share": _r(rows["self-healing"]["hot_gpu_share"]),
         "hot_gpu_share_breakers_only": _r(rows["breakers-only"]["hot_gpu_share"]),
         "slow_link_p95_ttft_ratio_vs_breakers_only": _r(
             rows["self-healing"]["p95_ttft_after_slow_s"]
             / rows["breakers-only"]["p95_ttft_after_slow_s"]),
         "slow_link_share": {n: r["slow_link_share"] for n, r in rows.items()},
-        "collector_cpu_core_share": _r(cpu_share, 5),
-        "collector_cpu_ms_per_poll": _r(1000 * col.get("cpu_s", math.nan)
-                                        / max(col.get("polls", 0), 1), 3),
-        "collector_polls_per_s": _r(col.get("polls", 0) / max(col.get("wall_s", 1.0), 1e-9)),
         "healing_tick_ms": _r(1000 * heal.tick_cpu_s / max(heal.ticks, 1), 3),
-        "arms": rows, "time_scale": _r(heal.plan.time_scale, 4),
-        "quick": args.quick, "wall_rps": args.wall_rps}
-    result["targets_met"] = {k: _met(k, result[k]) for k in TARGETS}
+        "arms": rows}
     return result
 
 
@@ -382,6 +293,8 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="short arms and healthy replay (<3 min)")
     p.add_argument("--wall-rps", type=float, default=8.0,
                    help="requests per wall second the router sees (sets the time scale)")
+    p.add_argument("--only", choices=("scenario", "healthy"),
+                   help="run only the two arms, or only the healthy replay")
     p.add_argument("--healthy-s", type=float, default=None,
                    help="wall seconds of the healthy replay (default: 30 trace minutes; "
                         "--quick: 25)")
@@ -391,6 +304,7 @@ def main() -> None:
     configure_logging("warning")
     started = time.monotonic()
     result = asyncio.run(main_async(args))
+    result["targets_met"] = {k: _met(k, result[k]) for k in TARGETS if k in result}
     result["wall_s"] = round(time.monotonic() - started, 1)
     print("RESULT " + orjson.dumps(result).decode())
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from llmroute.config.quality import QualityConfig
-from llmroute.fuse.ejection import Ejector, Policy, Transition
+from llmroute.fuse.ejection import Ejector, Policy, Transition, load_tests
 from llmroute.fuse.quality import QualityTracker
 from llmroute.observe.quality import QualityEvents, answers_of
 from llmroute.observe.trace import Recorder, Trace
@@ -78,9 +78,12 @@ class Healing:
         return moves
 
     async def run(self) -> None:
-        """``tick`` every ``tick_s`` seconds until cancelled (nothing when off)."""
+        """``tick`` every ``tick_s`` seconds until cancelled (nothing when off); SciPy's
+        tests are imported first, in a worker thread (seconds that must not stall the
+        requests on the event loop)."""
         if not self.cfg.enabled:
             return
+        await asyncio.to_thread(load_tests)
         while True:
             await asyncio.sleep(self.cfg.tick_s)
             self.tick()

@@ -50,7 +50,7 @@ class GpuState:
         self._perf, self._scheduler, self._cues = perf, scheduler, cues
         self._at = 0.0  # model time of the last update
         self.util = self.dram = 0.0
-        self.temp_c = IDLE_C
+        self.temp_c = IDLE_C + (cues.hot_rise_c if cues.hot(0.0) else 0.0)  # hot from the start
 
     def step(self, batch: Batch) -> None:
         """A step ran from ``batch.start`` for ``batch.duration`` (call before the

@@ -119,6 +119,12 @@ class _Entry:
     refused: bool = False  # a refusal already reported for this stretch
 
 
+def load_tests() -> None:
+    """Import SciPy's tests now (it takes seconds: call it off the event loop, before the
+    first ``judge``, which otherwise imports it where it runs)."""
+    import scipy.stats  # noqa: F401
+
+
 def judge(own: Tally, rest: Tally, policy: Policy) -> Verdict:
     """The test (module docstring) of ``own`` against ``rest``."""
     evidence: dict[str, Any] = {
