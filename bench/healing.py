@@ -11,10 +11,10 @@ capacity), time-compressed so the router sees ``--wall-rps`` requests per wall s
 2 MB/s (model units). Three engines misbehave on cue (``emulator/cues.py``):
 
 - ``gpu-0``'s answers turn flat (entropy ~4 nats per token) and half are cut short, at
-  t = 60 s (``--quick``: 8 s) after the load starts;
+  t = 60 s (``--quick``: 6 s) after the load starts;
 - ``gpu-1``'s cooling has failed from the start: it heats towards 80 °C idle (past 78 °C
   within a minute of model time), 100 °C under full load;
-- ``gpu-2``'s link slows 5× (500 ms round trip, 400 kB/s) at t = 30 s (``--quick``: 5 s).
+- ``gpu-2``'s link slows 5× (500 ms round trip, 400 kB/s) at t = 30 s (``--quick``: 4 s).
 
 The router polls every engine every 0.5 s (both pages at once; a 5 s poll timeout, so the
 slowed link is slow, not dark).
@@ -23,7 +23,7 @@ The two arms differ only in what this issue added: ``breakers-only`` runs with q
 ejection off, the thermal filter off and the preset's net term as it was (``latency``);
 ``self-healing`` runs the defaults (quality ejection, the 78 °C thermal filter, the
 ``network`` term). Then a healthy replay of the same fleet without cues, self-healing on,
-counts false demotions (30 trace minutes in the full run; ``--quick``: 25 wall seconds),
+counts false demotions (30 trace minutes in the full run; ``--quick``: 20 wall seconds),
 while another process runs the signal collector alone against the fleet to measure its CPU.
 
 Figures (times on the router's wall clock unless said otherwise):
@@ -219,13 +219,13 @@ async def _replay(ctx: Any, url: str, arm: Arm, engines: list[str], collect: boo
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     rows = load_trace()
-    seconds, degrade_s, slow_s = (30.0, 8.0, 5.0) if args.quick else (240.0, 60.0, 30.0)
+    seconds, degrade_s, slow_s = (25.0, 6.0, 4.0) if args.quick else (240.0, 60.0, 30.0)
     plan = make_plan(rows, seconds, args.wall_rps, degrade_s, slow_s)
     print(f"# fleet: {ENGINES} × A100/7B, {len(plan.rows)} requests over {seconds:.0f} wall s, "
           f"time_scale {plan.time_scale:.3f} (model s = wall s / time_scale)", flush=True)
     arms = {} if args.only == "healthy" else {
         name: await run_arm(name, plan) for name in ("breakers-only", "self-healing")}
-    healthy_s = args.healthy_s or (25.0 if args.quick else 1800.0 * plan.time_scale)
+    healthy_s = args.healthy_s or (20.0 if args.quick else 1800.0 * plan.time_scale)
     healthy = None if args.only == "scenario" else await run_arm(
         "self-healing", make_plan(rows, healthy_s, args.wall_rps, None, None),
         measure_collector=True)
@@ -291,13 +291,13 @@ def _r(x: float | None, digits: int = 4) -> float | None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="short arms and healthy replay (<3 min)")
-    p.add_argument("--wall-rps", type=float, default=8.0,
+    p.add_argument("--wall-rps", type=float, default=6.0,
                    help="requests per wall second the router sees (sets the time scale)")
     p.add_argument("--only", choices=("scenario", "healthy"),
                    help="run only the two arms, or only the healthy replay")
     p.add_argument("--healthy-s", type=float, default=None,
                    help="wall seconds of the healthy replay (default: 30 trace minutes; "
-                        "--quick: 25)")
+                        "--quick: 20)")
     args = p.parse_args()
     if not TRACE.is_dir():
         raise SystemExit(f"healing: the Azure trace is not at {TRACE}; nothing measured")
