@@ -6,7 +6,7 @@ machine, the bounds; ``assemble/healing.py``: the loop that runs it)::
       window_s: 120            # the sliding window of answers per backend (s) …
       window_max: 512          # … and at most this many of them
       tick_s: 1.0              # how often the loop evaluates (s)
-      min_answers: 20          # never act on fewer answers, of the backend and of its pool
+      min_answers: 10          # never act on fewer answers, of the backend and of its pool
       alpha: 1.0e-6            # per evaluation and test; false alarms ≤ 2·alpha each
       min_gap: 0.2             # bad fraction at least this far above the pool's …
       min_entropy_gap_nats: 0.5  # … or mean entropy at least this far above it
@@ -34,7 +34,7 @@ class QualityConfig(Strict):
     window_s: float = Field(120.0, gt=0)
     window_max: int = Field(512, ge=1)
     tick_s: float = Field(1.0, gt=0)
-    min_answers: int = Field(20, ge=1)
+    min_answers: int = Field(10, ge=1)
     alpha: float = Field(1e-6, gt=0, lt=0.5)
     min_gap: float = Field(0.2, ge=0, le=1)
     min_entropy_gap_nats: float = Field(0.5, ge=0)

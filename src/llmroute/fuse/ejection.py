@@ -21,8 +21,8 @@ of the pool that are healthy now, their windows summed — and only with at leas
 **False-alarm rate.** Under the null (the backend's answers are as good as its pool's, the
 answers independent), one evaluation fires with probability at most ``2·alpha``: Fisher's
 test is exact and conservative (its size is at most ``alpha``), Welch's is approximately
-``alpha`` for the sample sizes it runs at (``min_answers`` ≥ 20; the central limit theorem
-on per-answer means), and the union bound adds the two. The loop evaluates each healthy
+``alpha`` for the sample sizes it runs at (``min_answers`` scored answers at least; the
+central limit theorem on per-answer means), and the union bound adds the two. The loop evaluates each healthy
 backend once per tick (1 s), so over an hour a backend is evaluated at most 3,600 times and
 the chance of any false demotion is at most ``7,200·alpha`` (≤ 0.0072 at the default
 ``alpha`` = 1e-6, by the union bound — consecutive windows share almost every answer, so the
@@ -77,7 +77,7 @@ class Policy:
     the bounds ``max_pool_share`` and ``max_fleet_share`` (fractions 0–1)."""
 
     alpha: float = 1e-6
-    min_answers: int = 20
+    min_answers: int = 10
     min_gap: float = 0.2
     min_entropy_gap_nats: float = 0.5
     cut_share: float = 0.25
