@@ -4,16 +4,17 @@ one emulated fleet under the Azure trace, with the same seed.
 Six emulated A100/7B engines form one pool behind the real router (``create_app`` served by
 uvicorn, the ``seed-000`` preset: 0.4 free VRAM + 0.3 idle GPU + 0.2 network − 0.1 queue,
 the GPU signals read from each engine's DCGM page, picked power-of-two-choices: argmax over
-signals that move once per poll sends every request of a poll interval to one engine). The Azure LLM inference trace 2023
-(code + conversation, ``bench/lib/schedule_load.py``) is replayed from its first third on
-at its own arrival rate (~8 requests/s on average, about a quarter of the fleet's
-capacity), time-compressed so the router sees ``--wall-rps`` requests per wall second. Every link has a 100 ms round trip and
-2 MB/s (model units). Three engines misbehave on cue (``emulator/cues.py``):
+signals that move once per poll sends every request of a poll interval to one engine). The
+Azure LLM inference trace 2023 (code + conversation, ``bench/lib/schedule_load.py``) is
+replayed from its first third on at its own arrival rate (~8 requests/s on average, about a
+quarter of the fleet's capacity), time-compressed so the router sees ``--wall-rps`` requests
+per wall second. Every link has a 100 ms round trip and 2 MB/s (model units). Three engines
+misbehave on cue (``emulator/cues.py``):
 
 - ``gpu-0``'s answers turn flat (entropy ~4 nats per token) and half are cut short, at
   t = 60 s (``--quick``: 6 s) after the load starts;
-- ``gpu-1``'s cooling has failed from the start: it heats towards 80 °C idle (past 78 °C
-  within a minute of model time), 100 °C under full load;
+- ``gpu-1``'s cooling has failed from the start: it runs 40 °C hot — 80 °C idle, up to
+  100 °C under full load;
 - ``gpu-2``'s link slows 5× (500 ms round trip, 400 kB/s) at t = 30 s (``--quick``: 4 s).
 
 The router polls every engine every 0.5 s (both pages at once; a 5 s poll timeout, so the
@@ -85,8 +86,8 @@ from llmroute.observe.logging import configure_logging
 ENGINES = 6
 LINK = Link(rtt_s=0.1, bytes_per_s=2e6)
 HOT_RISE_C = 40.0
-"""gpu-1's failed cooling: 40 °C hotter, it idles towards 80 °C — past the 78 °C limit as
-soon as it has warmed up (a few time constants: a minute or so of model time)."""
+"""gpu-1's failed cooling: 40 °C hotter from the start, it idles at 80 °C — past the 78 °C
+limit whatever its load."""
 TARGETS = {"time_to_demote_s": 30.0, "bad_answers_ratio_vs_breakers_only": 0.2,
            "false_demotions": 0, "hot_gpu_share": 0.02,
            "slow_link_p95_ttft_ratio_vs_breakers_only": 0.8}

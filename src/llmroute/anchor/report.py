@@ -3,10 +3,10 @@
 Per backend: identity, breaker state (from the snapshot's breaker views), capabilities (does
 it give logprobs), the collector's view of its metrics endpoint, whether it is dark or hot
 and how old its signals are, every engine/GPU signal with its age and whether it is stale,
-the router's own counters, and every scorer's score with the weighted total. Scores are those of a neutral request (empty prompt, intent
-``chat`` with confidence 0) ranked within the backend's pool, so request-dependent scorers
-(prefix-affinity, intent-fit) show their baseline. Times: ``age_s`` in seconds on the
-router's monotonic clock.
+the router's own counters, and every scorer's score with the weighted total. Scores are
+those of a neutral request (empty prompt, intent ``chat`` with confidence 0) ranked within
+the backend's pool, so request-dependent scorers (prefix-affinity, intent-fit) show their
+baseline. Times: ``age_s`` in seconds on the router's monotonic clock.
 """
 
 from __future__ import annotations

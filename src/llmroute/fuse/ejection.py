@@ -22,12 +22,12 @@ of the pool that are healthy now, their windows summed — and only with at leas
 answers independent), one evaluation fires with probability at most ``2·alpha``: Fisher's
 test is exact and conservative (its size is at most ``alpha``), Welch's is approximately
 ``alpha`` for the sample sizes it runs at (``min_answers`` scored answers at least; the
-central limit theorem on per-answer means), and the union bound adds the two. The loop evaluates each healthy
-backend once per tick (1 s), so over an hour a backend is evaluated at most 3,600 times and
-the chance of any false demotion is at most ``7,200·alpha`` (≤ 0.0072 at the default
-``alpha`` = 1e-6, by the union bound — consecutive windows share almost every answer, so the
-real rate is far lower). Answers that are not independent (a burst of stalls hitting one
-backend) are what the effect floors are for.
+central limit theorem on per-answer means), and the union bound adds the two. The loop
+evaluates each healthy backend once per tick (1 s), so over an hour a backend is evaluated
+at most 3,600 times and the chance of any false demotion is at most ``7,200·alpha`` (≤
+0.0072 at the default ``alpha`` = 1e-6, by the union bound — consecutive windows share
+almost every answer, so the real rate is far lower). Answers that are not independent (a
+burst of stalls hitting one backend) are what the effect floors are for.
 
 **The state machine** (``types.QualityState``; the share is the fraction of requests the
 anchor still offers the backend, ``anchor/filters/quality.py``)::
