@@ -226,8 +226,7 @@ DCGM_NONSENSE = [  # a reading that is there but cannot be true: rejected, count
 ]
 
 
-@pytest.mark.parametrize("text,name", [(t, n) for _, t, n in DCGM_NONSENSE],
-                         ids=[i for i, _, _ in DCGM_NONSENSE])
+@pytest.mark.parametrize("text,name", [pytest.param(t, n, id=i) for i, t, n in DCGM_NONSENSE])
 def test_dcgm_nonsense_is_rejected_and_named(text, name):
     s = parse_dcgm(text + "\n", 0)
     assert getattr(s, name) is None and s.rejected == (name,) and name in s.missing
