@@ -3,7 +3,8 @@ the text across the seam is exactly continuous, on two real local engines.
 
 Setup: the real router (``create_app`` on loopback) over two ``llama-server`` engines on the
 bundled SmolLM2-135M; pool ``forced`` (engine ``e1``) has an entropy threshold no real token
-stays under, so every streamed answer trips at its 10th token and ``e2`` continues it. Every
+stays under, so every streamed answer trips at its 10th token and ``e2`` (pool ``steady``)
+continues it — across pools, which ``routing.cross_pool_fallback`` allows. Every
 conversation carries a unique system line, so neither engine has it cached. Two routers
 share the engines: one as configured by default (cold: the fallback prefills the whole
 conversation at the handoff), one with ``fuse.prewarm`` (the fallback was sent the
