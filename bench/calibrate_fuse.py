@@ -18,12 +18,11 @@ candidate trips at least ``CLEAR_WIN`` more of the nonsense; otherwise the best 
 table, the entropy distributions (nonsense split into its two kinds) and the chosen per-pool
 defaults are printed; the last line is ``RESULT {json}`` with the trip rates of the chosen
 and the seed setting. ``--quick``: fewer, shorter answers (< 3 min on 2 cores; the
-published defaults come from the full run).
+published defaults come from the full run); ``--smoke``: 4 answers of 8 tokens.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -40,6 +39,10 @@ import aiohttp
 from llmroute.config import FuseConfig, parse_config
 from llmroute.fuse.entropy import entropy_nats
 from llmroute.assemble.runtime import open_runtime
+from llmroute.errors import EngineError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
+from modes import mode, parser, pick, skip  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "alpaca-eval" / "instructions.jsonl"
 BUILTIN = ["What is the capital of France?", "Explain how a bicycle works.",
@@ -186,21 +189,24 @@ async def gather(url: str, prompts: list[tuple[str, dict[str, Any]]], max_tokens
 
 async def main(argv: list[str] | None = None) -> None:
     """Run the calibration and print its table and RESULT line."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true")
+    ap = parser(__doc__.splitlines()[0])
     ap.add_argument("--base-url", help="use a running llama-server instead of starting one")
     ap.add_argument("--max-fluent-trip", type=float, default=0.05)
     args = ap.parse_args(argv)
     rng = random.Random(0)
-    n, max_tokens = (12, 48) if args.quick else (32, 64)
+    n, max_tokens = pick(mode(args), (32, 64), (12, 48), (4, 8))
     asks = instructions(n, rng)
     top = FuseConfig().top_logprobs
     started = time.monotonic()
-    async with engine(args.base_url) as url:
-        fluent = await gather(url, [(p, {"temperature": 0.7}) for p in asks], max_tokens, top)
-        hot = await gather(url, [(p, CHAOS) for p in asks[: n // 2]], max_tokens, top)
-        noise = await gather(url, [(random_prompt(rng), {"temperature": 1.0})
-                                   for _ in range(n - n // 2)], max_tokens, top)
+    try:
+        async with engine(args.base_url) as url:
+            fluent = await gather(url, [(p, {"temperature": 0.7}) for p in asks], max_tokens,
+                                  top)
+            hot = await gather(url, [(p, CHAOS) for p in asks[: n // 2]], max_tokens, top)
+            noise = await gather(url, [(random_prompt(rng), {"temperature": 1.0})
+                                       for _ in range(n - n // 2)], max_tokens, top)
+    except EngineError as err:
+        skip(f"local engines are not available: {err.message}")
     print(f"{len(asks)} instructions ({'AlpacaEval' if DATA.is_file() else 'built-in'}), "
           f"top_logprobs={top}, {time.monotonic() - started:.0f} s on this machine\n")
     sets = {"fluent": fluent, "nonsense-hot": hot, "nonsense-prompt": noise}

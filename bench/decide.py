@@ -31,15 +31,16 @@ line is ``RESULT {json}``.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import os
 import platform
 import random
 import statistics
+import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 
 from llmroute.anchor.prefix import Affinity
 from llmroute.assemble.anchor import build_profile
@@ -56,6 +57,9 @@ from llmroute.types import (
     Intent,
     MetricsSnapshot,
 )
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
+from modes import mode, parser, pick  # noqa: E402
 
 GIB = 2 ** 30
 PROMPT = "Write a function that merges two sorted lists in Python. " * 20
@@ -182,14 +186,13 @@ def run(decisions: int) -> dict[str, float]:
 
 def main() -> None:
     """Parse arguments, run, print the RESULT line last."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="fewer decisions (seconds)")
+    ap = parser(__doc__.splitlines()[0])
     ap.add_argument("--decisions", type=int, help="decisions per cell")
     ap.add_argument("--core", type=int, default=None,
                     help="CPU to pin the measurement to (default: the highest this process "
                          "may use; -1: not pinned)")
     args = ap.parse_args()
-    decisions = args.decisions or (2000 if args.quick else 20000)
+    decisions = args.decisions or pick(mode(args), 20000, 2000, 50)
     core = pin(args.core)
     result = run(decisions)
     print("RESULT " + json.dumps({**result, "core": core}))

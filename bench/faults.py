@@ -36,12 +36,12 @@ fault spent the budget) (target: all of ``slow_faults``); ``slow_handoffs`` thos
 off and listed; ``slow_handoffs_unprovoked`` slow handoffs of streams no crawl touched (the
 router's own loop lag mistaken for a slow engine; seamless all the same). ``loop_lag_p99_ms``: how late each
 process's event loop woke for a 10 ms timer (router, engines, clients): a starving process
-shows there. ``--quick``: 60 streams (default 200). The last line is ``RESULT {json}``.
+shows there. ``--quick``: 60 streams (default 200; ``--smoke``: 8). The last line is
+``RESULT {json}``.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import bisect
 import json
@@ -66,6 +66,7 @@ from fault_procs import (  # noqa: E402
     ticker_lag,
 )
 from faulty import FAULTS, REPLY  # noqa: E402
+from modes import mode, parser, pick  # noqa: E402
 
 WEIGHTS = (0.5, 0.2, 0.1, 0.1, 0.1, 0.1)  # ok, cut, stall, 500, end, slow
 
@@ -258,13 +259,12 @@ def _p95(xs: list[float]) -> float:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python bench/faults.py [--quick] [--streams N] [--seed S]``."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true")
+    """``python bench/faults.py [--quick | --smoke] [--streams N] [--seed S]``."""
+    p = parser(__doc__.splitlines()[0])
     p.add_argument("--streams", type=int)
     p.add_argument("--seed", type=int, default=7)
     args = p.parse_args(argv)
-    n = args.streams or (60 if args.quick else 200)
+    n = args.streams or pick(mode(args), 200, 60, 8)
     result = asyncio.run(run(n, args.seed))
     for key, value in result.items():
         print(f"{key:34} {value}")

@@ -1,7 +1,7 @@
 """What the sensitive-word filter costs: streamed output scanned per second with a
 10,000-entry list (``filter_mb_per_s``), the request-side check, and compiling the list.
 
-    python bench/filter.py [--quick]
+    python bench/filter.py [--quick | --smoke]
 
 The stream is what the relay hands the client: one OpenAI chat chunk event per token-sized
 piece of text (4 characters on average), run through ``filter_sse`` exactly as
@@ -14,7 +14,6 @@ over rounds; MB = 10^6 bytes of answer text (UTF-8).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import random
@@ -32,6 +31,9 @@ from llmroute.policy.filter_stream import filter_sse
 from llmroute.policy.normalize import Normalizer
 from llmroute.policy.scan import TextScan, scan_text
 from llmroute.policy.wordlist import Matcher, compile_lists
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
+from modes import mode, parser, pick  # noqa: E402
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 HANZI = "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动同工也"
@@ -131,7 +133,8 @@ def check_us(matcher: Matcher, prompt: str, n: int) -> float:
     return (time.perf_counter() - t0) / n * 1e6
 
 
-async def run(quick: bool) -> dict[str, object]:
+async def run(size: str) -> dict[str, object]:
+    """Every figure at run size ``size`` (``modes.MODES``)."""
     rng = random.Random(7)
     entries = words(rng, 10_000)
     with tempfile.TemporaryDirectory() as tmp:
@@ -141,20 +144,18 @@ async def run(quick: bool) -> dict[str, object]:
         t0 = time.perf_counter()
         matcher = compile_lists(cfg, [path], 64, Normalizer())
         compile_ms = (time.perf_counter() - t0) * 1000
-    size, rounds = (400_000, 3) if quick else (2_000_000, 5)
-    ascii_ = await stream_figures(matcher, answer_text(rng, size, entries, False), rounds)
-    cjk = await stream_figures(matcher, answer_text(rng, size // 2, entries, True), rounds)
+    chars, rounds = pick(size, (2_000_000, 5), (400_000, 3), (20_000, 1))
+    ascii_ = await stream_figures(matcher, answer_text(rng, chars, entries, False), rounds)
+    cjk = await stream_figures(matcher, answer_text(rng, chars // 2, entries, True), rounds)
     prompt = answer_text(rng, 1000, entries, False)
     return {"words": len(entries), "compile_ms": round(compile_ms, 1),
             "ascii": ascii_, "cjk_mix": cjk,
-            "check_us_1kb_prompt": round(check_us(matcher, prompt, 2000 if quick else 10000), 2)}
+            "check_us_1kb_prompt": round(check_us(matcher, prompt, pick(size, 10000, 2000, 50)), 2)}
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--quick", action="store_true")
-    args = p.parse_args()
-    res = asyncio.run(run(args.quick))
+    args = parser(__doc__).parse_args()
+    res = asyncio.run(run(mode(args)))
     print(f"{res['words']} entries compiled in {res['compile_ms']} ms")
     print(f"{'stream':<10}{'MB':>8}{'MB/s':>10}{'µs/chunk':>10}{'added µs':>10}")
     for name in ("ascii", "cjk_mix"):

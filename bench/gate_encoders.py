@@ -15,15 +15,18 @@ files, fitted on everything permissive; ``dev``: the four development files (Eng
 Chinese development and older held-out sets, pooled), which is what ``--below`` and
 ``--weight`` may be chosen on. Speed: p50 of one short prompt per encoder, one thread.
 
-    python bench/gate_encoders.py [--per-source N] [--encoders none,minilm,e5,tuned]
-                                  [--below 0.65] [--weight 0.5]
+    python bench/gate_encoders.py [--quick | --smoke] [--per-source N]
+        [--encoders none,minilm,e5,tuned] [--below 0.65] [--weight 0.5]
+
+``--quick`` scores 20 prompts per source; ``--smoke`` 2 of MT-Bench and GSM8K only (two
+folds), with every 10th utterance fitted, and by default the ``none`` and ``tuned``
+encoders only.
 
 Last line: ``RESULT {"<encoder>": {"loso_mean", "loso_worst", "zh", "en", "dev", "p50_ms"}}``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -34,7 +37,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 import gate_quality as gq  # noqa: E402
+from modes import mode, parser, pick, skip  # noqa: E402
 
 from llmroute.config import GateConfig  # noqa: E402
 from llmroute.gate.compress import Compressed, compress  # noqa: E402
@@ -134,20 +139,27 @@ def fit(utt: Sequence[tuple[str, str]], extra: Sequence[Case],
 
 def main(argv: list[str] | None = None) -> int:
     """Run the comparison; prints per-source accuracy/F1 and the RESULT line."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--per-source", type=int, default=40)
-    p.add_argument("--encoders", default="none,minilm,e5,tuned", help="comma-separated subset")
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--per-source", type=int, default=None, help="default 40 (--quick 20)")
+    p.add_argument("--encoders", default=None, help="comma-separated subset (default "
+                   "none,minilm,e5,tuned; --smoke none,tuned)")
     p.add_argument("--below", type=float, default=GateConfig().second_opinion_below)
     p.add_argument("--weight", type=float, default=ENCODER_WEIGHT)
     args = p.parse_args(argv)
+    if not gq.DATA.is_dir():
+        skip(f"no data at {gq.DATA}")
+    size = mode(args)
+    per_source = args.per_source or pick(size, 40, 20, 2)
     Knobs.below, Knobs.weight = args.below, args.weight
     rules = RulesClassifier()
-    cases = [Case(s, r, label, rules) for src in gq.SOURCES for s, r, label in src(args.per_source)]
+    sources = pick(size, gq.SOURCES, gq.SOURCES, (gq.mt_bench, gq.gsm8k))
+    cases = [Case(s, r, label, rules) for src in sources for s, r, label in src(per_source)]
     own = {lang: [Case(lang, e.request, e.intent, rules) for e in read_labelled(path)]
            for lang, path in (("zh", gq.ZH_TEST), ("en", gq.EN_TEST))}
     own["dev"] = [Case("dev", e.request, e.intent, rules) for path in DEV for e in read_labelled(path)]
-    utt = shipped_utterances()
-    wanted = args.encoders.split(",")
+    utt = shipped_utterances()[::pick(size, 1, 1, 10)]
+    wanted = (args.encoders or pick(size, "none,minilm,e5,tuned", "none,minilm,e5,tuned",
+                                    "none,tuned")).split(",")
     encoders: dict[str, Embed | None] = {"none": None}
     if "minilm" in wanted:
         encoders["minilm"] = minilm()

@@ -21,18 +21,27 @@ BFCL and Glaive are not used: their requests are tool calls only because of the 
 schemas sent with them; their text alone ("find the area of a triangle …") labelled
 tool_call would pull plain maths and factual questions sent without tools to tool_call.
 
-    python bench/gate_public_rows.py
+    python bench/gate_public_rows.py [--smoke]
+
+``--smoke`` writes the same rows to a temporary file instead (the shipped file is left
+alone); ``--quick`` is the full run (it takes seconds).
 """
 
 from __future__ import annotations
 
 import json
+import sys
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from gate_quality import DATA, MT_BENCH, MT_BENCH_101, SHIPPED, jsonl
 
 from llmroute.gate.compress import compress, prompt_request
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
+from modes import mode, parser, skip  # noqa: E402
 
 QUOTAS = {("gsm8k", "math"): 30, ("mt-bench-101", "chat"): 30,
           ("mt-bench-101", "math"): 15, ("mt-bench-101", "reasoning"): 15,
@@ -85,12 +94,17 @@ def capped(source: str, rows: Iterator[Row]) -> Iterator[Row]:
         yield {**row, "lang": "en", "source": source}
 
 
-def main() -> int:
-    """Rewrite the shipped utterances file; returns 0."""
+def main(argv: list[str] | None = None) -> int:
+    """Rewrite the shipped utterances file (``--smoke``: a temporary copy); returns 0."""
+    args = parser(__doc__.splitlines()[0]).parse_args(argv)
+    if not DATA.is_dir():
+        skip(f"no data at {DATA}")
     own = [r for r in jsonl(SHIPPED) if r.get("source") is None]
     public = [r for name, rows in SOURCES.items() for r in capped(name, rows())]
-    with SHIPPED.open("w", encoding="utf-8") as f:
-        f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in [*own, *public])
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / SHIPPED.name if mode(args) == "smoke" else SHIPPED
+        with out.open("w", encoding="utf-8") as f:
+            f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in [*own, *public])
     counts: dict[tuple[str, str], int] = {}
     for r in public:
         counts[r["source"], r["intent"]] = counts.get((r["source"], r["intent"]), 0) + 1

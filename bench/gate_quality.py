@@ -43,7 +43,7 @@ written after reading which kinds of MT-Bench prompt its fold misread: on other 
 checked with ``bench/gate_near_duplicates.py``, but chosen with that fold in view, so the
 MT-Bench figure is optimistic too.
 
-    python bench/gate_quality.py [--quick] [--per-source N]
+    python bench/gate_quality.py [--quick | --smoke] [--per-source N]
 
 Last line: ``RESULT {"macro_f1", "macro_f1_zh", "macro_f1_en_own", "macro_f1_rules", "n",
 "per_intent", "loso_macro_f1_mean", "loso_macro_f1_worst", "loso_per_source", ...}``.
@@ -51,7 +51,6 @@ Last line: ``RESULT {"macro_f1", "macro_f1_zh", "macro_f1_en_own", "macro_f1_rul
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import sys
@@ -66,6 +65,8 @@ TESTS = ROOT / "tests" / "data"
 ZH_TEST, EN_TEST = TESTS / "gate_zh_test.jsonl", TESTS / "gate_en_test.jsonl"
 ZH_HELDOUT = TESTS / "gate_zh_heldout.jsonl"
 EN_DEV, ZH_DEV = TESTS / "gate_en_dev.jsonl", TESTS / "gate_zh_dev.jsonl"
+sys.path.insert(0, str(ROOT / "bench" / "lib"))
+from modes import mode, parser, pick, skip  # noqa: E402
 
 from llmroute.config import GateConfig
 from llmroute.gate.compress import prompt_request
@@ -207,10 +208,13 @@ def utterance_sources() -> list[str | None]:
     return sources
 
 
-async def fold_predictions(source: str, items: list[Item]) -> list[str]:
-    """Labels for ``items`` from a gate fitted without the utterances from ``source``."""
+async def fold_predictions(source: str, items: list[Item], every: int = 1) -> list[str]:
+    """Labels for ``items`` from a gate fitted without the utterances from ``source`` (and,
+    ``every`` > 1, on every ``every``-th of the others only: ``--smoke``, which fits each
+    fold in about a second instead of ten)."""
     rows = zip(shipped_utterances(), utterance_sources(), strict=True)
-    gate = SemanticGate(GateConfig(), examples=[ex for ex, s in rows if s != source])
+    kept = [ex for ex, s in rows if s != source]
+    gate = SemanticGate(GateConfig(), examples=kept[::every])
     await gate.start()
     try:
         return await classify_all(gate, items)
@@ -218,30 +222,29 @@ async def fold_predictions(source: str, items: list[Item]) -> list[str]:
         await gate.close()
 
 
-def loso(items: list[Item], pred: list[str]) -> dict[str, float]:
+def loso(items: list[Item], pred: list[str], every: int = 1) -> dict[str, float]:
     """Leave-one-source-out macro-F1 per source (module docstring); ``pred`` are the shipped
-    gate's labels for ``items``, reused for sources no utterance comes from."""
+    gate's labels for ``items``, reused for sources no utterance comes from; ``every``: as
+    in ``fold_predictions``."""
     shipped_from = set(utterance_sources())
     out = {}
     for src in dict.fromkeys(s for s, _, _ in items):
         idx = [i for i, (s, _, _) in enumerate(items) if s == src]
         mine = [items[i] for i in idx]
-        labels = (asyncio.run(fold_predictions(src, mine)) if src in shipped_from
+        labels = (asyncio.run(fold_predictions(src, mine, every)) if src in shipped_from
                   else [pred[i] for i in idx])
         out[src] = score([t for _, _, t in mine], labels).macro_f1
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the benchmark; returns the exit code (2 when ../shared/data is absent)."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="fewer prompts per source")
+    """Run the benchmark; returns the exit code (``SKIP`` when ../shared/data is absent)."""
+    p = parser(__doc__.splitlines()[0])
     p.add_argument("--per-source", type=int, default=None)
     args = p.parse_args(argv)
     if not DATA.is_dir():
-        print(f"no data at {DATA}", file=sys.stderr)
-        return 2
-    n = args.per_source or (60 if args.quick else 300)
+        skip(f"no data at {DATA}")
+    n = args.per_source or pick(mode(args), 300, 60, 1)
     items = [it for source in SOURCES for it in source(n)]
     gate = SemanticGate(GateConfig())
     t0 = time.perf_counter()
@@ -258,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         idx = [i for i, (s, _, _) in enumerate(items) if s == src]
         acc = sum(pred[i] == truth[i] for i in idx) / len(idx)
         print(f"  {src:<14} n={len(idx):<5} accuracy {acc:.3f}")
-    per_source = loso(items, pred)
+    per_source = loso(items, pred, pick(mode(args), 1, 1, 10))
     for src, f1 in per_source.items():
         print(f"  leave-one-source-out {src:<14} macro-F1 {f1:.3f}")
     loso_mean, loso_worst = sum(per_source.values()) / len(per_source), min(per_source.values())

@@ -16,17 +16,17 @@ after pinning, so its worker thread shares that core); throughput uses the machi
 (2 here), with a gate started after unpinning. Prompts: tests/data held-out sets (short) and the same prompts after ~16k
 characters of document text (long).
 
-    python bench/gate_speed.py [--quick]
+    python bench/gate_speed.py [--quick | --smoke]
 
 Last line: ``RESULT {"p50_short_ms", "p99_long_ms", "throughput_per_s", "speedup_vs_plain", …}``.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
+import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +35,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench" / "lib"))
+from modes import mode, parser, pick  # noqa: E402
 
 from llmroute.config import GateConfig
 from llmroute.gate.compress import prompt_request
@@ -151,10 +153,8 @@ def row(name: str, gate_ms: np.ndarray, plain_ms: np.ndarray) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns 0."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true")
-    args = p.parse_args(argv)
-    n_short, n_long, n_tp = (200, 40, 640) if args.quick else (1000, 200, 3200)
+    args = parser(__doc__.splitlines()[0]).parse_args(argv)
+    n_short, n_long, n_tp = pick(mode(args), (1000, 200, 3200), (200, 40, 640), (8, 4, 64))
     cores = os.sched_getaffinity(0)
     model = SemanticGate(GateConfig()).load()
     plain = Plain(model)

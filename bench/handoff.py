@@ -19,12 +19,12 @@ conversation when the stream began).
   client-side retry would wait before its first token (and it would then repeat the text).
 
 RESULT: ``gap_*`` with prewarm, ``cold_gap_*`` without, ratios to the baseline.
-``--quick``: 2 × 6 handoffs (< 3 min on 2 cores). The last line is ``RESULT {json}``.
+``--quick``: 2 × 6 handoffs (< 3 min on 2 cores); ``--smoke``: 2 × 1. The last line is
+``RESULT {json}``.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import statistics
@@ -40,6 +40,10 @@ from llmroute.api.app import create_app
 from llmroute.config import parse_config
 from llmroute.assemble.runtime import open_runtime, wire
 from llmroute.api.server import serve_in_background
+from llmroute.errors import EngineError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
+from modes import mode, parser, pick, results_dir, skip  # noqa: E402
 
 CONFIG = """\
 pools:
@@ -57,7 +61,6 @@ PROMPTS = ["Describe the city of Paris in three sentences.", "Why is the sky blu
            "Write a short poem about the sea.", "Explain how a bicycle works.",
            "How do I make a cup of tea?", "What are the planets of the solar system?"]
 MAX_TOKENS = 40
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def pct(values: list[float], q: float) -> float:
@@ -183,26 +186,28 @@ def _plot(warm: list[float], cold: list[float], base: list[float]) -> None:
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    RESULTS.mkdir(exist_ok=True)
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.hist([warm, cold, base], bins=12,
             label=["handoff gap (prewarm)", "handoff gap (cold)", "fresh request TTFT"])
     ax.set_xlabel("ms")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(RESULTS / "handoff_gap.png")
-    print(f"plot: {RESULTS / 'handoff_gap.png'}")
+    path = results_dir() / "handoff_gap.png"
+    fig.savefig(path)
+    print(f"plot: {path}")
 
 
 def main(argv: list[str] | None = None) -> None:
     """Parse arguments, run, print ``RESULT {json}`` last."""
-    ap = argparse.ArgumentParser(description="Handoff gap and seam continuity of mid-stream "
-                                 "handoffs on two real local engines.")
-    ap.add_argument("--quick", action="store_true")
+    ap = parser("Handoff gap and seam continuity of mid-stream handoffs on two real local "
+                "engines.")
     ap.add_argument("-n", type=int, default=None, help="handoffs to measure")
     args = ap.parse_args(argv)
-    n = args.n or (6 if args.quick else 30)
-    result = asyncio.run(run(n))
+    n = args.n or pick(mode(args), 30, 6, 1)
+    try:
+        result = asyncio.run(run(n))
+    except EngineError as err:
+        skip(f"local engines are not available: {err.message}")
     print("RESULT " + json.dumps(result))
 
 

@@ -1,6 +1,6 @@
 """Are the gateway's limits exact under concurrency, and is overload shed by class?
 
-    python bench/limits.py [--quick]
+    python bench/limits.py [--quick | --smoke]
 
 In-process: the app over ``httpx.ASGITransport``, a fast fixed-reply upstream
 (``bench/lib/upstream.py``) on loopback, auth on with an in-memory state store.
@@ -24,7 +24,6 @@ In-process: the app over ``httpx.ASGITransport``, a fast fixed-reply upstream
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import dataclasses
@@ -53,6 +52,7 @@ from llmroute.policy.keys import Limits, Tenant
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "lib"))
+from modes import mode, parser, pick  # noqa: E402
 from upstream import make_app  # noqa: E402
 
 ADMIN = "bench-admin-key"
@@ -208,34 +208,32 @@ async def shedding(url: str, tmp: str, seconds: float) -> dict[str, Any]:
             "shed_correct_fraction": round(shed.count("batch") / len(shed), 4) if shed else 1.0}
 
 
-def filter_speed(quick: bool) -> float:
+def filter_speed(size: str) -> float:
     spec = importlib.util.spec_from_file_location("bench_filter", HERE / "filter.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    res = asyncio.run(mod.run(quick))
+    res = asyncio.run(mod.run(size))
     return float(res["ascii"]["mb_per_s"])
 
 
-async def run(quick: bool) -> dict[str, Any]:
-    seconds = 8.0 if quick else 30.0
+async def run(size: str) -> dict[str, Any]:
+    seconds = pick(size, 30.0, 8.0, 1.0)
     with tempfile.TemporaryDirectory() as tmp:
         async with upstream(0, 0.0) as fast:
             exact = await exactness(fast, tmp, seconds)
-            errors = await retry_errors(fast, tmp, 3 if quick else 10)
+            errors = await retry_errors(fast, tmp, pick(size, 10, 3, 1))
         async with upstream(5, 0.04) as slow:
-            shed = await shedding(slow, tmp, 4.0 if quick else 15.0)
+            shed = await shedding(slow, tmp, pick(size, 15.0, 4.0, 1.0))
     p95 = sorted(errors)[max(0, math.ceil(0.95 * len(errors)) - 1)]
     return {**exact, "retry_after_error_s": round(p95, 3),
             "retry_after_error_median_s": round(statistics.median(errors), 3), **shed}
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--quick", action="store_true")
-    args = p.parse_args()
-    res = asyncio.run(run(args.quick))
-    res["filter_mb_per_s"] = filter_speed(args.quick)
+    args = parser(__doc__).parse_args()
+    res = asyncio.run(run(mode(args)))
+    res["filter_mb_per_s"] = filter_speed(mode(args))
     for name, value in res.items():
         print(f"{name:<28}{value}")
     keys = ("rpm_overshoot_max", "tpm_overshoot_tokens_max", "largest_reservation",

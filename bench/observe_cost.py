@@ -4,7 +4,7 @@ renders it by default, JSON through orjson, to a memory sink) and queueing the
 decision-audit record — each added in turn — plus the audit writer's own time per record
 (in its thread, off the request path).
 
-    python bench/observe_cost.py [--quick]
+    python bench/observe_cost.py [--quick | --smoke]
 
 Every figure is the median over rounds of the mean µs per request in one round; the
 request path is simulated with the same calls ``flow/pipeline.py`` and ``dispatch/`` make
@@ -13,7 +13,6 @@ request path is simulated with the same calls ``flow/pipeline.py`` and ``dispatc
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import io
 import json
@@ -32,6 +31,9 @@ from llmroute.observe.metrics import Metrics
 from llmroute.observe.observer import Observer, make_observer
 from llmroute.observe.trace import Recorder
 from llmroute.types import Backend, Candidate, Intent
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
+from modes import mode, parser, pick  # noqa: E402
 
 BACKENDS = [Backend(f"b{i}", "general", "vllm", "http://x", "m", 4096) for i in range(2)]
 CANDIDATES = [Candidate(b, 0.8 - i / 10, {"queue-depth": 0.9, "kv-cache": 0.7})
@@ -95,8 +97,8 @@ async def writer_cost(path: str, n: int, batch: int = 50) -> float:
     return took / n * 1e6
 
 
-async def run(quick: bool) -> dict[str, Any]:
-    n, rounds = (2000, 5) if quick else (10000, 15)
+async def run(size: str) -> dict[str, Any]:
+    n, rounds = pick(size, (10000, 15), (2000, 5), (100, 2))
     structlog.configure(processors=[structlog.processors.add_log_level,
                                     structlog.processors.TimeStamper(fmt="iso"),
                                     structlog.processors.JSONRenderer(serializer=orjson.dumps)],
@@ -114,10 +116,8 @@ async def run(quick: bool) -> dict[str, Any]:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--quick", action="store_true")
-    args = p.parse_args()
-    res = asyncio.run(run(args.quick))
+    args = parser(__doc__).parse_args()
+    res = asyncio.run(run(mode(args)))
     print(f"{'path':<26}{'µs/request':>12}")
     for name, us in res["us_per_request"].items():
         print(f"{name:<26}{us:>12.2f}")

@@ -5,7 +5,7 @@ no client library, no socket on the client side — in front of ``bench/lib/upst
 level warning); ``observed`` adds the per-request log line at info (rendered as ``llmroute
 serve`` does, to a file) and the SQLite decision audit; traces and metrics are on in both.
 
-    python bench/observe_cpu.py [--quick] [--clients N]
+    python bench/observe_cpu.py [--quick | --smoke] [--clients N]
 
 CPU is the process's own (``time.process_time``: the event loop and the audit writer
 thread together), measured after a warm-up and after the audit has written everything;
@@ -42,6 +42,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "lib"))
 
 import procs  # noqa: E402 - bench/lib, as bench/overhead.py does
+from modes import mode, parser, pick  # noqa: E402
 BODY = json.dumps({"model": "bench",
                    "messages": [{"role": "user", "content": "hello there"}]}).encode()
 
@@ -149,8 +150,7 @@ def run_path(name: str, upstream: str, n: int, clients: int, rounds: int, work: 
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true")
+    p = parser(__doc__.splitlines()[0])
     p.add_argument("--clients", type=int, default=1)
     p.add_argument("--child", choices=("plain", "observed"), help=argparse.SUPPRESS)
     p.add_argument("--upstream", help=argparse.SUPPRESS)
@@ -167,7 +167,7 @@ def main() -> int:
         res = uvloop.run(child(observed, args.upstream, args.n, args.clients, args.rounds))
         print(json.dumps(res))
         return 0
-    n, rounds = (1000, 3) if args.quick else (3000, 5)
+    n, rounds = pick(mode(args), (3000, 5), (1000, 3), (40, 1))
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         port = procs.free_port()

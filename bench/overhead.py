@@ -1,7 +1,7 @@
 """What llmroute costs per request, next to a direct call, a bare passthrough proxy and the
 LiteLLM proxy, all in one run against the same fast local upstream.
 
-    python bench/overhead.py [--quick]
+    python bench/overhead.py [--quick | --smoke]
 
 Paths (interleaved round by round): ``direct`` (client → upstream), ``passthrough`` (the floor:
 Starlette + uvicorn + aiohttp, no routing), ``llmroute`` (gate off), ``llmroute-gate`` (gate
@@ -31,11 +31,13 @@ and CPU conditions as the request it classified. For comparison the gate is also
 alone, in-process on the same core, paced like that loop and back to back; inside the
 serving process it runs slower than alone (its data and the encoder's weights share the
 caches with the HTTP work).
+
+``--smoke``: every path once at 1 and 16 clients for 0.3 s each, LiteLLM only when it is
+already installed (else its ratios are null) — it shows the benchmark runs, not figures.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -48,6 +50,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 
+import modes as _modes
 import policies as _policies
 import procs as _procs
 from idle import shallow_idle
@@ -143,10 +146,11 @@ SURFACES = {"llmroute-messages": {"api": "messages", "path": "/v1/messages"},
 keys (the body's shape, the URL path, ``store``)."""
 
 
-def start_all(work: Path, console: Console, only: set[str] | None = None
-              ) -> dict[str, _procs.Server]:
+def start_all(work: Path, console: Console, only: set[str] | None = None,
+              litellm: bool = True) -> dict[str, _procs.Server]:
     """Start the upstream and every proxy (``only``: those paths, and the servers their
-    aliases need); returns them by path name once all answer."""
+    aliases need; LiteLLM unless ``litellm`` is false); returns them by path name once all
+    answer."""
     py = sys.executable
     up = _procs.start("upstream", [py, str(LIB / "upstream.py"), str(port := _procs.free_port()),
                                    str(CHUNKS), str(CHUNK_DELAY_MS)], port, LOAD_CORE, work)
@@ -166,7 +170,7 @@ def start_all(work: Path, console: Console, only: set[str] | None = None
         "llmroute-pause": [py, str(LIB / "paused.py"), "{port}",
                            str(_llmroute_config(work, up.url, False))],
     }
-    if only is None or "litellm" in only:  # installed on first use (minutes)
+    if litellm and (only is None or "litellm" in only):  # installed on first use (minutes)
         specs["litellm"] = [str(litellm_bin(console)), "--config",
                             str(_litellm_config(work, up.url)), "--port", "{port}",
                             "--num_workers", "1"]
@@ -194,7 +198,7 @@ def start_all(work: Path, console: Console, only: set[str] | None = None
     return servers
 
 
-def segment(server: _procs.Server, load: tuple[str, int], stream: bool, quick: bool,
+def segment(server: _procs.Server, load: tuple[str, int], stream: bool, size: str,
             extra: dict | None = None) -> dict:
     """One measured run of ``load`` against ``server`` (``extra``: more load generator spec
     keys, ``headers`` or ``think_ms``); adds the proxy's CPU seconds. The caller stops the
@@ -202,8 +206,9 @@ def segment(server: _procs.Server, load: tuple[str, int], stream: bool, quick: b
     mode, n = load
     spec = {"url": server.url + (extra or {}).get("path", "/v1/chat/completions"),
             "key": KEYS.get(server.name, MASTER_KEY), "stream": stream,
-            "mode": mode, "clients": n, "rate": n, "duration_s": 1.5 if quick else 5.0,
-            "warmup_s": 0.3 if quick else 1.0, **(extra or {})}
+            "mode": mode, "clients": n, "rate": n,
+            "duration_s": _modes.pick(size, 5.0, 1.5, 0.3),
+            "warmup_s": _modes.pick(size, 1.0, 0.3, 0.1), **(extra or {})}
     cpu0 = server.cpu_s()
     proc = subprocess.Popen([sys.executable, str(LIB / "loadgen.py"), json.dumps(spec)],
                             stdout=subprocess.PIPE, text=True)
@@ -251,12 +256,15 @@ RATIO_PATHS_SKIP = ("litellm", "llmroute-gate", *CONTROLS)
 RATIO_LOADS = (("closed", 1), ("closed", 16))
 
 
-def measure(servers: dict[str, _procs.Server], quick: bool, console: Console) -> dict:
+def measure(servers: dict[str, _procs.Server], size: str, console: Console) -> dict:
     """Interleaved rounds over every path × load × stream (``--quick``: one, plus
-    ``RATIO_ROUNDS - 1`` more of the ratios' cells); latencies pooled per cell."""
+    ``RATIO_ROUNDS - 1`` more of the ratios' cells; ``--smoke``: one, at 1 and 16 clients);
+    latencies pooled per cell."""
     loads = [("closed", 1), ("closed", 16), ("closed", 128), ("open", 100)]
+    loads = _modes.pick(size, loads, loads, loads[:2])
     cells: dict[tuple, dict] = {}
-    rounds = 1 if quick else 3
+    rounds = _modes.pick(size, 3, 1, 1)
+    quick = size == "quick"
     plan = [(r, load, stream, name) for r in range(rounds) for load in loads
             for stream in (False, True) for name in servers
             if name not in CONTROLS or load == ("closed", 1)]
@@ -273,7 +281,7 @@ def measure(servers: dict[str, _procs.Server], quick: bool, console: Console) ->
         for _, load, stream, name in plan:
             control = _control(name, gate_p50)
             with _procs.only(servers[name], proxies):
-                res = segment(servers[name], load, stream, quick, control)
+                res = segment(servers[name], load, stream, size, control)
             if name == "llmroute-gate" and res["gate_ms"]:
                 gate_p50 = statistics.median(res["gate_ms"])
             cell = cells.setdefault((name, load, stream), {"latencies_ms": [], "errors": 0,
@@ -293,12 +301,12 @@ def measure(servers: dict[str, _procs.Server], quick: bool, console: Console) ->
     return cells
 
 
-def gate_p50_ms(gap_ms: float) -> float:
+def gate_p50_ms(gap_ms: float, n: int = 300) -> float:
     """The gate alone: its p50 classification time (ms) on the load generator's prompts,
     in-process and pinned to the proxies' core, paced like the 1-client closed loop (an
     idle ``gap_ms``, the direct path's p50 round trip, before each call; a core that idled
     runs the encoder ~25 % slower than a back-to-back loop, 2.8 vs 2.2 ms on this VM).
-    ``gap_ms=0``: back to back."""
+    ``gap_ms=0``: back to back. ``n`` calls, the first sixth not counted."""
     import asyncio
 
     from llmroute.api.wire import parse_chat
@@ -314,7 +322,7 @@ def gate_p50_ms(gap_ms: float) -> float:
         gate = make_gate(config)
         await gate.start()
         times = []
-        for i in range(300):
+        for i in range(n):
             # the load generator's prompts (same length, same tokens), each distinct so the
             # gate's cache does not answer
             body = {"model": "auto", "messages": [{"role": "user", "content": prompt(nonce, i)}]}
@@ -324,7 +332,7 @@ def gate_p50_ms(gap_ms: float) -> float:
             await gate.classify(request)
             times.append((time.perf_counter() - t0) * 1000)
         await gate.close()
-        return times[50:]
+        return times[n // 6:]
     allowed = os.sched_getaffinity(0)
     os.sched_setaffinity(0, _procs.cores(PROXY_CORE))
     try:
@@ -334,14 +342,17 @@ def gate_p50_ms(gap_ms: float) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
+    parser = _modes.parser(__doc__.splitlines()[0])
     parser.add_argument("--only", help="measure only these paths (comma-separated; direct "
                         "always) and report the table and the surfaces' figures")
     parser.add_argument("--deep-idle", action="store_true",
                         help="let idle cores enter deep idle states as the machine is set up "
                              "(default: hold a 0 µs CPU latency QoS request while measuring)")
     args = parser.parse_args()
+    size = _modes.mode(args)
+    # a smoke run does not install LiteLLM (~3 min); it measures it when it is there
+    litellm = size != "smoke" or (cache_dir() / f"litellm-{LITELLM_VERSION}" / "bin" /
+                                  "litellm").exists()
     console = Console(width=160)
     work = cache_dir() / "overhead-run"
     work.mkdir(exist_ok=True)
@@ -350,21 +361,22 @@ def main() -> None:
     with idle_qos as idle:
         console.print(f"CPU latency QoS request: {idle}")
         only = set(args.only.split(",")) if args.only else None
-        servers = start_all(work, console, only)
+        servers = start_all(work, console, only, litellm)
         try:
-            cells = measure(servers, args.quick, console)
+            cells = measure(servers, size, console)
         finally:
             for s in servers.values():
                 s.stop()
         if only is not None:
             print("RESULT " + json.dumps(report_only(cells, servers, console)))
             return
+        calls = _modes.pick(size, 300, 300, 30)
         gap = statistics.median(cells[("direct", ("closed", 1), False)]["latencies_ms"])
         one = ("closed", 1)
         gate = {"router": statistics.median(cells[("llmroute-gate", one, False)]["gate_ms"]),
                 "wait": statistics.mean(cells[(PAUSED, one, False)]["wait_ms"]),
-                "paced": gate_p50_ms(gap), "back_to_back": gate_p50_ms(0.0)}
-    result = report(cells, servers, gate, console, HERE / "results")
+                "paced": gate_p50_ms(gap, calls), "back_to_back": gate_p50_ms(0.0, calls)}
+    result = report(cells, servers, gate, console, _modes.results_dir())
     result["cpu_latency_qos_held"] = idle.startswith("held")
     print("RESULT " + json.dumps(result))
 

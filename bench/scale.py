@@ -42,13 +42,12 @@ persistence) serves every store. Measured in one run:
   started again on its port after 1 s; every request that did not answer 200 over the whole
   run counts (``bench/lib/redis_outage.py``). It kills the Redis, so it runs last.
 
-``python bench/scale.py [--quick] [--only workers|outage]``; the last line is
+``python bench/scale.py [--quick | --smoke] [--only workers|outage]``; the last line is
 ``RESULT {json}``.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -67,6 +66,7 @@ sys.path.insert(0, str(ROOT))
 import redis.asyncio as aioredis  # noqa: E402
 from redis.utils import HIREDIS_AVAILABLE  # noqa: E402
 from fakes.redis import MISSING, RedisServer, find_redis_server  # noqa: E402
+from modes import mode, parser, pick, skip  # noqa: E402
 from prefix_share import prefix_sharing  # noqa: E402
 from redis_outage import redis_outage  # noqa: E402
 from workers_cpu import workers_cpu_efficiency  # noqa: E402
@@ -228,9 +228,9 @@ async def polls_per_interval(url: str, replicas: int, seconds: float,
     return round(done / (elapsed / period_s), 3)
 
 
-def outage(server: RedisServer, quick: bool) -> dict[str, object]:
+def outage(server: RedisServer, size: str) -> dict[str, object]:
     """``redis_outage_*`` (``bench/lib/redis_outage.py``), its line printed."""
-    result = redis_outage(server, quick)
+    result = redis_outage(server, size)
     print(f"Redis killed mid-load for {result['redis_outage_down_s']} s: "
           f"{result['redis_outage_failed_requests']} failed of "
           f"{result['redis_outage_requests']} requests; by phase "
@@ -238,10 +238,10 @@ def outage(server: RedisServer, quick: bool) -> dict[str, object]:
     return result
 
 
-async def run(server: RedisServer, quick: bool) -> dict[str, object]:
+async def run(server: RedisServer, size: str) -> dict[str, object]:
     """Every measurement; prints the tables; returns the RESULT."""
     url = server.url
-    n = 500 if quick else 5000
+    n = pick(size, 5000, 500, 50)
     memory = await check_p50_ms(MemoryStore(time.monotonic), n)
     redis = RedisStore(url, 2.0, prefix="bench:")
     through_redis = await check_p50_ms(redis, n)
@@ -255,20 +255,21 @@ async def run(server: RedisServer, quick: bool) -> dict[str, object]:
     per_n = {}
     print(f"{'replicas':>8} {'overshoot':>9} {'ops/request':>11} {'p99 ms':>8}")
     for replicas in (8, 32, 128):
-        per_n[replicas] = row = await fleet(url, replicas, 3 if quick else 10)
+        per_n[replicas] = row = await fleet(url, replicas, pick(size, 10, 3, 1))
         print(f"{replicas:>8} {row['overshoot_max']:>9} {row['redis_ops_per_request']:>11} "
               f"{row['check_p99_ms']:>8}")
-    spread = await breaker_propagation_ms(url, 50 if quick else 300)
+    spread = await breaker_propagation_ms(url, pick(size, 300, 50, 5))
     p95 = statistics.quantiles(spread, n=20)[18]
     print(f"breaker propagation to 2 other replicas: p50 {statistics.median(spread):.2f} ms, "
           f"p95 {p95:.2f} ms")
-    workers = await asyncio.to_thread(workers_cpu_efficiency, url, quick)
+    workers = await asyncio.to_thread(workers_cpu_efficiency, url, size)
     print(f"workers: {workers}")
-    polls = {str(n): await polls_per_interval(url, n, 2.0 if quick else 5.0) for n in (1, 3)}
+    polls = {str(n): await polls_per_interval(url, n, pick(size, 5.0, 2.0, 0.5))
+             for n in (1, 3)}
     print(f"engine polls per 50 ms interval: {polls} (independent polling: N per interval)")
-    shared = await prefix_sharing(url, 3, 100.0, 2.0 if quick else 6.0, commands)
+    shared = await prefix_sharing(url, 3, 100.0, pick(size, 6.0, 2.0, 0.5), commands)
     print(f"shared prefix index, 3 replicas at 100 requests/s: {shared}")
-    killed = await asyncio.to_thread(outage, server, quick)  # last: it loses Redis's data
+    killed = await asyncio.to_thread(outage, server, size)  # last: it loses Redis's data
     return {"redis_added_p50_ms": round(through_redis - memory, 4),
             "limiter_cpu_us_per_request": cpu,
             "redis_parser": "hiredis" if HIREDIS_AVAILABLE else "python",
@@ -283,26 +284,25 @@ async def run(server: RedisServer, quick: bool) -> dict[str, object]:
 
 def main() -> int:
     """Command line entry; returns the exit code."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="fewer checks and rounds (~10 s)")
+    p = parser(__doc__.split("\n\n")[0])
     p.add_argument("--only", choices=["workers", "outage"], help="only this measurement "
                    "(workers: workers_2_cpu_efficiency and its rows; outage: "
                    "redis_outage_failed_requests and its counts)")
     args = p.parse_args()
     binary = find_redis_server()
     if binary is None:
-        print(f"scale: {MISSING}; skipped")
-        return 0
+        skip(f"scale: {MISSING}")
+    size = mode(args)
     with tempfile.TemporaryDirectory() as work:
         server = RedisServer(binary, Path(work))
         server.start()
         try:
             if args.only == "workers":
-                result = workers_cpu_efficiency(server.url, args.quick)
+                result = workers_cpu_efficiency(server.url, size)
             elif args.only == "outage":
-                result = outage(server, args.quick)
+                result = outage(server, size)
             else:
-                result = asyncio.run(run(server, args.quick))
+                result = asyncio.run(run(server, size))
         finally:
             server.stop()
     print("RESULT " + json.dumps(result))

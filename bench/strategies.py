@@ -33,7 +33,6 @@ are what to quote. The last line is ``RESULT {json}``.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gc
 import json
@@ -52,6 +51,7 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from lib.modes import mode, parser, pick  # noqa: E402
 from lib.upstream import make_app  # noqa: E402
 
 from llmroute.api.app import create_app  # noqa: E402
@@ -291,12 +291,11 @@ async def _rate(port: int, extra: dict, requests: int) -> float:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="fewer samples (under a minute)")
-    args = p.parse_args()
+    args = parser(__doc__.splitlines()[0]).parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
-    samples, requests, rounds = (5_000, 400, 3) if args.quick else (50_000, 2_000, 5)
+    samples, requests, rounds = pick(mode(args), (50_000, 2_000, 5), (5_000, 400, 3),
+                                     (100, 16, 1))
     match = match_times(200, samples)
     print(f"matching, 200 strategies, {samples} requests: p50 {match['p50_ms']} ms, "
           f"p99 {match['p99_ms']} ms (CPU p99 {match['cpu_p99_ms']} ms), "
@@ -321,7 +320,7 @@ def main() -> None:
         "single_added_ms": chain["single_added_ms"],
         "fusion_latency_ratio_vs_slowest": fusion["ratio"], "fusion_ms": fusion["fusion_ms"],
         "slowest_voter_ms": fusion["slowest_ms"],
-        "machine": platform.machine(), "quick": args.quick}))
+        "machine": platform.machine(), "quick": args.quick, "smoke": args.smoke}))
 
 
 if __name__ == "__main__":

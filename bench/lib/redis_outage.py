@@ -33,6 +33,7 @@ from fakes.fleet import ADMIN_KEY, create_key, fleet_config
 from fakes.redis import RedisServer
 
 import procs
+from modes import pick
 from workers_cpu import serve, upstream
 
 LIB = Path(__file__).resolve().parent
@@ -94,11 +95,12 @@ def _outage(redis: RedisServer, replicas: list[procs.Server], key: str, seconds:
                 "max": round(max(latencies), 2) if latencies else None}}
 
 
-def redis_outage(redis: RedisServer, quick: bool) -> dict[str, Any]:
+def redis_outage(redis: RedisServer, size: str) -> dict[str, Any]:
     """The measurement (module docstring) on ``redis`` (killed and restarted on its port:
-    run it after anything that needs Redis's data). The load lasts 6 s (full run 10 s), the
-    kill comes 2 s (4 s) after the load generators start."""
-    seconds, lead_s = (6.0, 2.0) if quick else (10.0, 4.0)
+    run it after anything that needs Redis's data) at run size ``size``. The load lasts 6 s
+    (full run 10 s, smoke 3.5 s), the kill comes 2 s (4 s, 1 s) after the load generators
+    start."""
+    seconds, lead_s = pick(size, (10.0, 4.0), (6.0, 2.0), (3.5, 1.0))
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         with upstream(work) as up:

@@ -42,6 +42,7 @@ import redis
 from fakes.fleet import ENV, create_key, fleet_config
 
 import procs
+from modes import pick
 
 LIB = Path(__file__).resolve().parent
 
@@ -141,15 +142,16 @@ def _row(runs: list[dict[str, float]]) -> dict[str, float]:
     return {k: round(v, 3) for k, v in row.items()}
 
 
-def workers_cpu_efficiency(redis_url: str, quick: bool) -> dict[str, object]:
-    """The measurement (module docstring): ``workers_2_cpu_efficiency`` and the rows. The
-    configurations run in turn, then (unless ``quick``) once more in the reverse order,
+def workers_cpu_efficiency(redis_url: str, size: str) -> dict[str, object]:
+    """The measurement (module docstring) at run size ``size`` (``modes.MODES``):
+    ``workers_2_cpu_efficiency`` and the rows. The
+    configurations run in turn, then (in a full run) once more in the reverse order,
     and each row sums its runs, so a drift in the shared machine's load over the
     measurement weighs on every configuration alike."""
-    seconds, clients = (3.0, 16) if quick else (8.0, 32)
+    seconds, clients = pick(size, (8.0, 32), (3.0, 16), (0.5, 4))
     configs = [(1, "memory", clients), (1, "redis", clients), (2, "redis", 2 * clients),
                (2, "redis", clients)]
-    order = configs if quick else configs + configs[::-1]
+    order = configs + configs[::-1] if size == "full" else configs
     runs: dict[tuple[int, str, int], list[dict[str, float]]] = {c: [] for c in configs}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
