@@ -32,7 +32,8 @@ model second over the run), the fleet's prefix-cache hit rate (Σ hits / Σ quer
 engines' ``vllm:prefix_cache_*`` counters), the KV spread (as ``bench/schedule.py``) and
 failures. A plot of TTFT over time per policy goes to ``bench/results/prefix.png``.
 
-``python bench/prefix.py [--quick]``; the last line is ``RESULT {json}``.
+``python bench/prefix.py [--quick | --smoke]`` (``--smoke``: 16 requests); the last line is
+``RESULT {json}``.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from modes import mode, pick, results_dir  # noqa: E402
 from mooncake import TRACE, Prompts, Row, ideal_hit_rate, load, sample  # noqa: E402
 from schedule import (  # noqa: E402
     Plan,
@@ -67,7 +69,6 @@ from llmroute.config import Config  # noqa: E402
 from llmroute.emulator.capacity import saturation_throughput  # noqa: E402
 from llmroute.emulator.spec import EngineSpec  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
 ENGINE = ("a100-80g", "8b", 1)
 ENGINES = 8
 MAX_TOKENS = 32768
@@ -263,7 +264,7 @@ def result(runs: list[Run], plan: Plan, kept: list[Row], prompts: Prompts) -> di
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     """Plan, run every policy, print the tables, save the plot; returns the RESULT."""
     rows = load(args.trace)
-    n = args.requests or (120 if args.quick else 800)
+    n = args.requests or pick(mode(args), 800, 120, 16)
     plan, kept = make_plan(rows, n, args.wall_rps, args.load, args.deadline, args.seed)
     prompts = Prompts([r.hash_ids for r in kept])
     print(f"{len(kept)} requests (whole conversations, ≤ {MAX_TOKENS} tokens), mean prompt "
@@ -283,8 +284,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         print(f"  {name}: {time.monotonic() - t0:.0f} s wall", flush=True)
     print(table(runs, plan))
     print(spread(runs))
-    plot(runs, plan, RESULTS / "prefix.png")
-    report_failures(runs, RESULTS / "prefix.png")
+    plot(runs, plan, results_dir() / "prefix.png")
+    report_failures(runs, results_dir() / "prefix.png")
     return result(runs, plan, kept, prompts)
 
 

@@ -11,12 +11,23 @@ Processes: the emulated fleet, the router (this process) and the load generator 
 alone, so the client does not starve the router. Times are reported in model seconds (the
 emulated hardware's), i.e. wall seconds / ``time_scale``.
 
-Reported per policy: P50/P95 TTFT, P95 end-to-end latency, failure rate, and the spread of
-KV-cache usage across engines: at every ``/metrics`` poll the population standard deviation
-of the engines' KV-cache fractions, averaged over the run ("± points around the fleet mean").
+Reported per policy: P50/P95/P99 TTFT, P50/P95/P99 end-to-end latency, failure rate, the
+spread of KV-cache usage across engines (at every ``/metrics`` poll the population standard
+deviation of the engines' KV-cache fractions, averaged over the run: "± points around the
+fleet mean") and the fleet's mean GPU-busy fraction while requests were sent (each
+engine's ``llmroute_emulator_gpu_busy_seconds_total`` read as the first and as the last
+request is sent, averaged over the eight: what NVML's utilisation reports for a real GPU).
 
-``python bench/schedule.py [--quick]``; a plot goes to ``bench/results/schedule.png``; the
-last line is ``RESULT {json}``.
+Goodput sweep: for each policy, the highest offered load (a fraction of the fleet's
+capacity, on the grid ``GOODPUT_GRID``) whose P95 TTFT stays within ``TARGET_P95_TTFT_S``,
+found by bisection over the grid (a fresh fleet per probe; the probe's client gives up
+after ``PROBE_DEADLINE`` × the target, counted as over it). ``goodput_ratio_vs_rr`` is the
+default policy's sustained load over round-robin's. Probes replay the same trace window at
+``--wall-rps`` requests per wall second, fewer where the emulated clock would otherwise run
+faster than the wall clock (``MIN_TIME_SCALE``).
+
+``python bench/schedule.py [--quick | --smoke]``; a plot goes to
+``bench/results/schedule.png``; the last line is ``RESULT {json}``.
 """
 
 from __future__ import annotations
@@ -24,13 +35,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import math
+import contextlib
 import multiprocessing as mp
 import random
-import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,37 +49,48 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 
-from schedule_load import (
-    TRACE,
-    LoadPlan,
-    Outcome,
-    Poll,
-    TraceRow,
-    fleet_process,
-    load_process,
-    load_trace,
-)
+from modes import add_sizes, mode, parser, pick, results_dir, skip  # noqa: E402
+from schedule_load import (TRACE, LoadPlan, TraceRow, fleet_process,  # noqa: E402
+                           load_process, load_trace)
+from schedule_report import (Run, Sweep, pct, per_engine, plot, result, sweep_table,  # noqa: E402
+                             table)
 
-from llmroute.api.app import create_app
-from llmroute.config import Config
-from llmroute.emulator.capacity import saturation_throughput
-from llmroute.emulator.spec import EngineSpec
-from llmroute.observe.logging import configure_logging
-from llmroute.assemble.runtime import open_runtime
-from llmroute.api.server import serve_in_background
+__all__ = ["Plan", "Run", "pct", "replay_args", "report_failures", "run_fleet", "run_main"]
+"""What ``bench/prefix.py`` builds on (``Run`` and ``pct`` live in ``schedule_report``)."""
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from llmroute.api.app import create_app  # noqa: E402
+from llmroute.api.server import serve_in_background  # noqa: E402
+from llmroute.assemble.runtime import open_runtime  # noqa: E402
+from llmroute.config import Config  # noqa: E402
+from llmroute.emulator.capacity import saturation_throughput  # noqa: E402
+from llmroute.emulator.spec import EngineSpec  # noqa: E402
+from llmroute.observe.logging import configure_logging  # noqa: E402
+
 POLICIES = ("round-robin", "least-in-flight", "default")
 FLEET = (  # (GPU profile, model size, GPUs): saturation capacities differ ~10×
     ("h100", "13b", 1), ("a100-80g", "7b", 1), ("a100-80g", "7b", 1), ("a100-80g", "13b", 1),
     ("a100-80g", "13b", 1), ("t4", "1b", 1), ("l4", "8b", 1), ("l4", "8b", 1),
 )
 LOAD = 0.85
+TARGET_P95_TTFT_S = 2.0
+"""The goodput sweep's SLO: P95 time to first token within 2 model seconds."""
+GOODPUT_GRID = (0.05, 0.075, 0.1, 0.125, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9,
+                1.0, 1.1)
+"""Offered loads the sweep may probe, as fractions of the fleet's capacity (finer at the low
+end, where round-robin's slowest engines saturate)."""
+SMOKE_GRID = (0.2, 0.6, 1.0)
+PROBE_DEADLINE = 3.0
+"""A probe's client gives up after this many times the target without a first token."""
+MIN_TIME_SCALE = 1.0
+"""Wall seconds per model second at least: below it the fleet process, stepping eight
+engines on a shared 2-core machine, fell behind the clock it emulates (at 0.3, probes at 5 %
+of capacity read a P95 TTFT of 6 s that the model did not produce)."""
 
 
 @dataclass(frozen=True)
 class Plan:
-    """What one run replays: ``schedule`` rows ``(wall offset s, prompt, max tokens)``."""
+    """What one run replays: ``schedule`` rows ``(wall offset s, prompt, max tokens)``;
+    ``load``: the offered load as a fraction of ``capacity_rps``."""
 
     specs: list[EngineSpec]
     schedule: list[tuple[float, int, int]]
@@ -77,82 +98,29 @@ class Plan:
     capacity_rps: float
     offered_rps: float
     deadline_s: float
-
-
-@dataclass(frozen=True)
-class Run:
-    """One policy's measurements, in model seconds. TTFT percentiles count a request the
-    client gave up on (``deadline``) as the deadline — a lower bound, which can only
-    flatten a policy's tail; requests still streaming when the run ended (``unfinished``)
-    count for TTFT, not for end-to-end latency or failures."""
-
-    policy: str
-    outcomes: list[Outcome]
-    polls: list[Poll]
-    time_scale: float
-    deadline_s: float
-
-    def count(self, status: str) -> int:
-        """Requests that ended with ``status``."""
-        return sum(1 for o in self.outcomes if o.status == status)
-
-    def ttft(self) -> list[float]:
-        """Sorted TTFTs (model s), gave-up requests counted at the deadline."""
-        seen = [o.ttft_s / self.time_scale for o in self.outcomes if o.ttft_s is not None
-                and o.status in ("ok", "unfinished")]
-        return sorted(seen + [self.deadline_s] * self.count("deadline"))
-
-    def e2e(self) -> list[float]:
-        """Sorted end-to-end latencies (model s) of the successful requests."""
-        return sorted(o.e2e_s / self.time_scale for o in self.outcomes if o.status == "ok")
-
-    def failure_rate(self) -> float:
-        """Failed or gave-up requests over the settled ones (fraction 0–1)."""
-        settled = len(self.outcomes) - self.count("unfinished")
-        return (self.count("failed") + self.count("deadline")) / max(settled, 1)
-
-    def kv_spread(self) -> float:
-        """Time-averaged population standard deviation of KV usage across engines (0–1)."""
-        return statistics.fmean(statistics.pstdev(p.kv) for p in self.polls)
-
-    def kv_means(self) -> list[float]:
-        """Each engine's time-averaged KV-cache usage (0–1)."""
-        return [statistics.fmean(p.kv[i] for p in self.polls)
-                for i in range(len(self.polls[0].kv))]
-
-    def load(self, i: int) -> tuple[float, int]:
-        """Engine ``i``'s time-averaged running requests and its most waiting at one poll."""
-        return (statistics.fmean(p.running[i] for p in self.polls),
-                max(p.waiting[i] for p in self.polls))
-
-
-def pct(values: list[float], q: float) -> float:
-    """The ``q``-quantile (0–1) by the nearest-rank method; NaN when empty."""
-    if not values:
-        return math.nan
-    return values[min(len(values) - 1, max(0, math.ceil(q * len(values)) - 1))]
+    load: float = LOAD
 
 
 def make_plan(rows: list[TraceRow], n: int, wall_rps: float, seed: int,
-              deadline_s: float) -> Plan:
-    """The fleet, the window of ``n`` requests and the time compression for 85 % of the
-    fleet's capacity on that window's own request mix."""
+              deadline_s: float, load: float = LOAD) -> Plan:
+    """The fleet, the window of ``n`` requests and the time compression for ``load`` (a
+    fraction) of the fleet's capacity on that window's own request mix."""
     start = len(rows) // 3
     window = rows[start:start + n]
     sample = random.Random(seed).sample(window, min(600, len(window)))
     mix = [(r.prompt_tokens, r.output_tokens) for r in sample]
     per_kind = {k: saturation_throughput(EngineSpec(*k), mix) for k in set(FLEET)}
     capacity = sum(per_kind[k] for k in FLEET)
-    offered = LOAD * capacity
+    offered = load * capacity
     span = window[-1].t - window[0].t
     compress = (len(window) / span) / offered  # trace seconds per model second, inverted
-    time_scale = offered / wall_rps
+    time_scale = max(offered / wall_rps, MIN_TIME_SCALE)
     specs = [EngineSpec(p, m, g, time_scale=time_scale, stream_interval=16,
                         served_model="fleet-model", seed=i)
              for i, (p, m, g) in enumerate(FLEET)]
     schedule = [((r.t - window[0].t) * compress * time_scale, r.prompt_tokens,
                  r.output_tokens) for r in window]
-    return Plan(specs, schedule, time_scale, capacity, offered, deadline_s)
+    return Plan(specs, schedule, time_scale, capacity, offered, deadline_s, load)
 
 
 def router_config(policy: str, engines: list[tuple[str, int, str | None]],
@@ -175,161 +143,116 @@ def router_config(policy: str, engines: list[tuple[str, int, str | None]],
                                               **(anchor or {})}})
 
 
-async def run_policy(policy: str, plan: Plan, scorers: dict[str, float] | None = None,
-                     anchor: dict[str, Any] | None = None) -> Run:
-    """Start a fresh fleet and router, replay the plan, stop everything; ``scorers``
-    overrides the preset's weights."""
-    return await run_fleet(policy, plan,
-                           lambda engines: router_config(policy, engines, scorers, anchor))
+class Workers:
+    """The fleet and load-generator processes, started once for every run (``start``)."""
+
+    def __init__(self) -> None:
+        ctx = mp.get_context("spawn")
+        self._fleet, fleet_child = ctx.Pipe()
+        self._load, load_child = ctx.Pipe()
+        self._procs = [ctx.Process(target=fleet_process, args=(fleet_child,), daemon=True),
+                       ctx.Process(target=load_process, args=(load_child,), daemon=True)]
+
+    @contextlib.asynccontextmanager
+    async def start(self) -> AsyncIterator[Workers]:
+        """Run both processes while the block runs."""
+        for proc in self._procs:
+            proc.start()
+        try:
+            yield self
+        finally:
+            self._fleet.send(None)
+            self._load.send(None)
+            for proc in self._procs:
+                await asyncio.to_thread(proc.join, 10)
+
+    async def run_policy(self, policy: str, plan: Plan, scorers: dict[str, float] | None = None,
+                         anchor: dict[str, Any] | None = None) -> Run:
+        """A fresh fleet and router, the plan replayed, everything stopped; ``scorers``
+        overrides the preset's weights."""
+        return await self.run(policy, plan,
+                              lambda engines: router_config(policy, engines, scorers, anchor))
+
+    async def run(self, name: str, plan: Plan, config_for: Callable[[list[Any]], Config],
+                  prompts: Any = None) -> Run:
+        """A fresh fleet of ``plan.specs`` and a router configured by ``config_for`` (given
+        ``[(base_url, max_model_len, kv_events)]`` per engine), the plan replayed (texts from
+        ``prompts``, see ``LoadPlan``), everything stopped; the Run is called ``name``."""
+        self._fleet.send(plan.specs)
+        try:
+            engines = await asyncio.to_thread(self._fleet.recv)
+            config = config_for(engines)
+            async with (open_runtime(config) as rt,
+                        serve_in_background(create_app(config, runtime=rt)) as url):
+                self._load.send(LoadPlan(url, plan.schedule, [e[0] for e in engines],
+                                         plan.deadline_s * plan.time_scale, prompts=prompts))
+                outcomes, polls, busy = await asyncio.to_thread(self._load.recv)
+        finally:
+            self._fleet.send("stop")
+        return Run(name, outcomes, polls, plan.time_scale, plan.deadline_s, busy)
 
 
 async def run_fleet(name: str, plan: Plan, config_for: Callable[[list[Any]], Config],
                     prompts: Any = None) -> Run:
-    """Start a fresh fleet of ``plan.specs`` and a router configured by ``config_for``
-    (given ``[(base_url, max_model_len, kv_events)]`` per engine), replay the plan (texts
-    from ``prompts``, see ``LoadPlan``), stop everything; the Run is called ``name``."""
-    ctx = mp.get_context("spawn")
-    fleet_end, child = ctx.Pipe()
-    fleet = ctx.Process(target=fleet_process, args=(plan.specs, child), daemon=True)
-    fleet.start()
-    try:
-        engines = await asyncio.to_thread(fleet_end.recv)
-        config = config_for(engines)
-        async with (open_runtime(config) as rt,
-                    serve_in_background(create_app(config, runtime=rt)) as url):
-            outcomes, polls = await _replay(ctx, url, plan, [e[0] for e in engines], prompts)
-    finally:
-        fleet_end.send("stop")
-        await asyncio.to_thread(fleet.join, 10)
-    return Run(name, outcomes, polls, plan.time_scale, plan.deadline_s)
+    """One run (``Workers.run``) with processes of its own."""
+    async with Workers().start() as workers:
+        return await workers.run(name, plan, config_for, prompts)
 
 
-async def _replay(ctx: Any, url: str, plan: Plan, engines: list[str],
-                  prompts: Any = None) -> tuple[Any, Any]:
-    load_end, child = ctx.Pipe()
-    load_plan = LoadPlan(url, plan.schedule, engines, plan.deadline_s * plan.time_scale,
-                         prompts=prompts)
-    load = ctx.Process(target=load_process, args=(load_plan, child), daemon=True)
-    load.start()
-    result = await asyncio.to_thread(load_end.recv)
-    await asyncio.to_thread(load.join, 10)
-    return result
-
-
-def table(runs: list[Run]) -> str:
-    """The human-readable comparison."""
-    head = (f"{'policy':<16}{'n':>6}{'TTFT p50 s':>12}{'TTFT p95 s':>12}{'E2E p95 s':>12}"
-            f"{'failed':>9}{'gave up':>9}{'running':>9}{'KV mean':>9}{'KV ±':>8}")
-    lines = [head, "-" * len(head)]
-    for r in runs:
-        kv = r.kv_means()
-        lines.append(f"{r.policy:<16}{len(r.outcomes):>6}{pct(r.ttft(), .5):>12.3f}"
-                     f"{pct(r.ttft(), .95):>12.3f}{pct(r.e2e(), .95):>12.3f}"
-                     f"{r.failure_rate():>9.2%}{r.count('deadline'):>9}"
-                     f"{r.count('unfinished'):>9}{statistics.fmean(kv):>9.1%}"
-                     f"{r.kv_spread():>8.1%}")
-    return "\n".join(lines)
-
-
-def per_engine(runs: list[Run], plan: Plan) -> str:
-    """Per engine and policy: requests served, their P95 TTFT (model s) and the engine's
-    time-averaged KV-cache usage; then P95 TTFT by prompt size."""
-    lines = [f"{'engine':<20}" + "".join(f"{r.policy:>43}" for r in runs)]
-    for i, s in enumerate(plan.specs):
-        cells = []
-        for r in runs:
-            mine = [o for o in r.outcomes if o.backend == f"gpu-{i}"]
-            p95 = pct(sorted(o.ttft_s / r.time_scale for o in mine if o.ttft_s), .95)
-            run, wait = r.load(i)
-            cells.append(f"{len(mine):>4} req {p95:>6.2f} s {r.kv_means()[i]:>5.1%} KV"
-                         f" {run:>5.1f} run {wait:>3} wait")
-        lines.append(f"{f'gpu-{i} {s.profile}/{s.model_size}':<20}" + "".join(
-            f"{c:>43}" for c in cells))
-    for lo, hi in ((0, 2000), (2000, 4000), (4000, 10**9)):
-        cells = []
-        for r in runs:
-            ttft = [o.ttft_s / r.time_scale for o in r.outcomes if o.ttft_s
-                    and lo <= plan.schedule[o.index][1] < hi]
-            cells.append(f"{len(ttft):>4} req {pct(sorted(ttft), .95):>6.2f} s p95")
-        label = f"prompt {lo // 1000}k-{hi // 1000}k" if hi < 10**9 else f"prompt ≥{lo // 1000}k"
-        lines.append(f"{label:<20}" + "".join(f"{c:>43}" for c in cells))
-    return "\n".join(lines)
-
-
-def plot(runs: list[Run], plan: Plan, path: Path) -> None:
-    """TTFT CDFs and per-engine KV usage, one colour per policy."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for r in runs:
-        ttft = r.ttft()
-        ax1.plot(ttft, [(i + 1) / len(ttft) for i in range(len(ttft))], label=r.policy)
-    ax1.set(xscale="log", xlabel="TTFT (model s)", ylabel="fraction of requests",
-            title="TTFT CDF")
-    ax1.legend()
-    width = 0.8 / len(runs)
-    for k, r in enumerate(runs):
-        xs = [i + k * width for i in range(len(plan.specs))]
-        ax2.bar(xs, [100 * v for v in r.kv_means()], width, label=r.policy)
-    ax2.set_xticks([i + 0.4 - width / 2 for i in range(len(plan.specs))],
-                   [f"{s.profile}\n{s.model_size}" for s in plan.specs], fontsize=8)
-    ax2.set(ylabel="KV-cache usage, time-averaged (%)", title="KV cache per engine")
-    ax2.legend()
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-
-
-def result(runs: list[Run]) -> dict[str, Any]:
-    """The RESULT figures: the anchor's ratios against the baselines of the same run
-    (None for a policy that was not run)."""
-    by = {r.policy: r for r in runs}
-    p95 = {name: pct(r.ttft(), 0.95) for name, r in by.items()}
-    anchor = by.get("default")
-
-    def ratio(baseline: str) -> float | None:
-        if anchor is None or baseline not in by:
-            return None
-        return round(p95["default"] / p95[baseline], 4)
-
-    return {"p95_ttft_ratio_vs_round_robin": ratio("round-robin"),
-            "p95_ttft_ratio_vs_least_inflight": ratio("least-in-flight"),
-            "failure_rate": None if anchor is None else round(anchor.failure_rate(), 5),
-            "kv_spread": None if anchor is None else round(anchor.kv_spread(), 4),
-            "p95_ttft_s": {k: round(v, 4) for k, v in p95.items()},
-            "failure_rate_by_policy": {k: round(r.failure_rate(), 5) for k, r in by.items()},
-            "kv_spread_by_policy": {k: round(r.kv_spread(), 4) for k, r in by.items()}}
+async def goodput(workers: Workers, policy: str, probe: Plan, grid: tuple[float, ...],
+                  rows: list[TraceRow], args: argparse.Namespace, tuning: dict[str, Any]
+                  ) -> Sweep:
+    """The highest load on ``grid`` at which ``policy`` keeps P95 TTFT within the target, by
+    bisection (P95 assumed to grow with the load): ``probe``'s window at each load tried."""
+    sweep = Sweep(policy, TARGET_P95_TTFT_S)
+    lo, hi = -1, len(grid)  # grid[lo] met the target, grid[hi] did not (or the grid's ends)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        plan = make_plan(rows, len(probe.schedule), args.wall_rps,
+                         args.seed, probe.deadline_s, grid[mid])
+        run = await workers.run_policy(policy, plan, **tuning)
+        p95 = pct(run.ttft(), 0.95)
+        sweep.probes[grid[mid]] = round(p95, 4)
+        lo, hi = (mid, hi) if p95 <= TARGET_P95_TTFT_S else (lo, mid)
+        print(f"  {policy} at {grid[mid]:.0%}: P95 TTFT {p95:.2f} s", flush=True)
+    return sweep
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    """Plan, run every policy, print the tables, save the plot; returns the RESULT."""
+    """Plan, run every policy, sweep each one's goodput, print the tables, save the plot;
+    returns the RESULT."""
+    size = mode(args)
     rows = load_trace(args.trace)
-    n = args.requests or (250 if args.quick else 2000)
+    n = args.requests or pick(size, 2000, 250, 24)
     plan = make_plan(rows, n, args.wall_rps, args.seed, args.deadline)
+    probe = make_plan(rows, pick(size, 400, 60, 16), args.wall_rps, args.seed,
+                      PROBE_DEADLINE * TARGET_P95_TTFT_S)
+    grid = pick(size, GOODPUT_GRID, GOODPUT_GRID, SMOKE_GRID)
     print(f"fleet capacity {plan.capacity_rps:.1f} req/s (model time); offered "
           f"{plan.offered_rps:.1f} req/s = {LOAD:.0%}; {n} requests; time scale "
           f"{plan.time_scale:.2f} wall s per model s", flush=True)
-    runs = []
-    for policy in args.policies:
-        t0 = time.monotonic()
-        tuned = policy == "default"
-        runs.append(await run_policy(policy, plan, args.scorers if tuned else None,
-                                     args.anchor if tuned else None))
-        print(f"  {policy}: {time.monotonic() - t0:.0f} s wall", flush=True)
+    runs, sweeps = [], []
+    async with Workers().start() as workers:
+        for policy in args.policies:
+            t0 = time.monotonic()
+            tuning = {"scorers": args.scorers, "anchor": args.anchor} \
+                if policy == "default" else {}
+            runs.append(await workers.run_policy(policy, plan, **tuning))
+            sweeps.append(await goodput(workers, policy, probe, grid, rows, args, tuning))
+            print(f"  {policy}: {time.monotonic() - t0:.0f} s wall", flush=True)
     print(table(runs))
-    print(per_engine(runs, plan))
-    plot(runs, plan, RESULTS / "schedule.png")
-    report_failures(runs, RESULTS / "schedule.png")
-    return result(runs)
+    print(per_engine(runs, plan.specs, plan.schedule))
+    print(sweep_table(sweeps, probe.capacity_rps))
+    path = results_dir() / "schedule.png"
+    plot(runs, plan.specs, path)
+    report_failures(runs, path)
+    return result(runs, sweeps, probe.capacity_rps)
 
 
 def main() -> int:
     """Command line entry; returns the exit code."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    replay_args(p, "250 / 2000", 15.0, 15.0, TRACE)
+    replay_args(p, "2000; --quick 250", 15.0, 15.0, TRACE)
     p.add_argument("--policies", nargs="+", default=list(POLICIES), choices=POLICIES)
     p.add_argument("--scorers", type=orjson.loads, default=None,
                    help='weights over the default preset, JSON, e.g. \'{"in-flight": 0.5}\' '
@@ -343,9 +266,10 @@ def main() -> int:
 
 def replay_args(p: argparse.ArgumentParser, requests: str, wall_rps: float,
                 deadline_s: float, trace: Path) -> None:
-    """The options every trace replay takes: --quick, --requests (``requests``: the
-    defaults, for the help), --wall-rps, --deadline, --trace and --seed."""
-    p.add_argument("--quick", action="store_true", help="fewer requests (< 3 min on 2 cores)")
+    """The options every trace replay takes: the run sizes (``modes.add_sizes``),
+    --requests (``requests``: the defaults, for the help), --wall-rps, --deadline, --trace
+    and --seed."""
+    add_sizes(p)
     p.add_argument("--requests", type=int, help=f"requests per policy (default {requests})")
     p.add_argument("--wall-rps", type=float, default=wall_rps,
                    help="requests per wall second")
@@ -366,11 +290,10 @@ def report_failures(runs: list[Run], plot_path: Path) -> None:
 
 def run_main(name: str, args: argparse.Namespace, present: bool,
              main_async: Callable[[argparse.Namespace], Any]) -> int:
-    """Run ``main_async(args)`` and print its RESULT line; skip (exit 0) when the trace is
-    not ``present``."""
+    """Run ``main_async(args)`` and print its RESULT line; ``SKIP`` (exit 0) when the trace
+    is not ``present``."""
     if not present:
-        print(f"{name}: the trace is not at {args.trace}; skipped")
-        return 0
+        skip(f"{name}: the trace is not at {args.trace}")
     configure_logging("error")
     res = asyncio.run(main_async(args))
     print("RESULT " + orjson.dumps(res).decode())

@@ -31,7 +31,11 @@ RESULTS_ENV = "LLMROUTE_BENCH_RESULTS"
 def parser(description: str | None) -> argparse.ArgumentParser:
     """An ``ArgumentParser`` with ``--quick`` and ``--smoke`` (mutually exclusive); read the
     chosen size with ``mode(args)``."""
-    p = argparse.ArgumentParser(description=description)
+    return add_sizes(argparse.ArgumentParser(description=description))
+
+
+def add_sizes(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add ``--quick`` and ``--smoke`` (mutually exclusive) to ``p``; returns ``p``."""
     size = p.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true",
                       help="fewer requests, every path measured (< 3 min on 2 cores)")

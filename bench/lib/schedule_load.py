@@ -1,5 +1,7 @@
 """Helpers of ``bench/schedule.py`` that run in their own processes: the emulated fleet and
-the load generator (so neither competes with the router's event loop), plus the trace.
+the load generator (so neither competes with the router's event loop), plus the trace. Both
+processes are started once and serve one run after another (a fresh fleet and a fresh load
+per run), so a goodput sweep of many short runs does not pay a process start per run.
 
 Trace: ``../shared/data/azure-llm-trace-2023`` (Patel et al., "Splitwise", ISCA 2024; CC BY
 4.0): the code and conversation services, merged by arrival time. Each row gives arrival
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import math
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
@@ -21,6 +24,8 @@ from typing import Any
 
 import aiohttp
 import orjson
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from llmroute.anchor.sources.vllm import parse_vllm_metrics
 from llmroute.text import MESSAGE_OVERHEAD_TOKENS
@@ -65,11 +70,12 @@ def prompt_text(tokens: int, index: int = 0) -> str:
 
 # ---------------------------------------------------------------- the emulated fleet process
 
-def fleet_process(specs: list[Any], conn: Any) -> None:
-    """Child process: serve ``specs`` on free ports, send ``[(base_url, max_model_len,
-    kv_events endpoint or None)]`` through ``conn``, serve until anything arrives on
-    ``conn``."""
-    asyncio.run(_fleet(specs, conn))
+def fleet_process(conn: Any) -> None:
+    """Child process: for every list of engine specs received on ``conn`` (until None),
+    serve them on free ports, send ``[(base_url, max_model_len, kv_events endpoint or
+    None)]`` back and serve until anything arrives on ``conn``; then stop them."""
+    while (specs := conn.recv()) is not None:
+        asyncio.run(_fleet(specs, conn))
 
 
 async def _fleet(specs: list[Any], conn: Any) -> None:
@@ -113,6 +119,15 @@ class Poll:
 
 
 @dataclass(frozen=True, slots=True)
+class Busy:
+    """Each engine's GPU-busy model seconds so far
+    (``llmroute_emulator_gpu_busy_seconds_total``), read at wall offset ``t`` (s)."""
+
+    t: float
+    seconds: list[float]
+
+
+@dataclass(frozen=True, slots=True)
 class LoadPlan:
     """What the load generator sends: ``schedule`` rows ``(wall offset s, prompt tokens,
     max tokens)`` to ``router``; ``deadline_s`` wall seconds to the first token; the run
@@ -128,21 +143,32 @@ class LoadPlan:
     prompts: Any = None
 
 
-def load_process(plan: LoadPlan, conn: Any) -> None:
-    """Child process: replay ``plan`` as streamed chats and send ``(outcomes, polls)``
-    through ``conn`` (``polls``: a ``Poll`` every ``poll_s``)."""
-    conn.send(asyncio.run(_load(plan)))
+def load_process(conn: Any) -> None:
+    """Child process: for every ``LoadPlan`` received on ``conn`` (until None), replay it as
+    streamed chats and send ``(outcomes, polls, busy)`` back (``polls``: a ``Poll`` every
+    ``poll_s``; ``busy``: the engines' busy counters read as the first request is sent and
+    as the last one is — two reads, so parsing them costs the load generator nothing that
+    would delay its requests)."""
+    while (plan := conn.recv()) is not None:
+        conn.send(asyncio.run(_load(plan)))
 
 
-async def _load(plan: LoadPlan) -> tuple[list[Outcome], list[Poll]]:
+async def _load(plan: LoadPlan) -> tuple[list[Outcome], list[Poll], list[Busy]]:
     # One connection per request: reusing keep-alive connections races with the server
     # closing idle ones, which would show up as client errors that no policy caused.
     connector = aiohttp.TCPConnector(limit=0, force_close=True)
     async with aiohttp.ClientSession(connector=connector) as session:
         start = time.monotonic()
         polls: list[Poll] = []
-        outcomes = await replay(session, plan, start, _poll(session, plan, start, polls))
-    return outcomes, polls
+        busy = [await _busy(session, plan.engines, 0.0)]
+        outcomes = await replay(session, plan, start, _watch(session, plan, start, polls, busy))
+    return outcomes, polls, busy
+
+
+async def _watch(session: aiohttp.ClientSession, plan: LoadPlan, start: float,
+                 polls: list[Poll], busy: list[Busy]) -> None:
+    """What runs beside a replay: the polls, and the busy counters' read at the last send."""
+    await asyncio.gather(_poll(session, plan, start, polls), _busy_at(session, plan, start, busy))
 
 
 async def replay(session: aiohttp.ClientSession, plan: LoadPlan, start: float,
@@ -241,6 +267,29 @@ async def _poll(session: aiohttp.ClientSession, plan: LoadPlan, start: float,
                               tuple(s.prefix_cache_queries_total or 0 for s in signals),
                               tuple(s.prefix_cache_hits_total or 0 for s in signals)))
         await asyncio.sleep(plan.poll_s)
+
+
+async def _busy_at(session: aiohttp.ClientSession, plan: LoadPlan, start: float,
+                   out: list[Busy]) -> None:
+    """Read the busy counters when the last request is sent (its offset)."""
+    await asyncio.sleep(max(start + plan.schedule[-1][0] - time.monotonic(), 0.0))
+    out.append(await _busy(session, plan.engines, time.monotonic() - start))
+
+
+async def _busy(session: aiohttp.ClientSession, engines: list[str], t: float) -> Busy:
+    """Every engine's busy counter at wall offset ``t`` (NaN where it cannot be read)."""
+    texts = await asyncio.gather(*(_get(session, e + "/metrics") for e in engines))
+    return Busy(t, [gpu_busy_s(text) for text in texts])
+
+
+def gpu_busy_s(text: str) -> float:
+    """The emulated GPU's busy model seconds so far in one ``/metrics`` body; NaN when
+    absent."""
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "llmroute_emulator_gpu_busy_seconds_total":
+                return sample.value
+    return math.nan
 
 
 async def _get(session: aiohttp.ClientSession, url: str) -> str:

@@ -14,6 +14,12 @@ info gauge (as in vLLM), ``model_name``. With prefix caching on, the counters
 ``vllm:prefix_cache_hits_total`` (of those, tokens found cached), as vLLM V1 counts them
 (in tokens, at each admission of a request: ``PrefixCacheStats`` in
 ``vllm/v1/core/kv_cache_manager.py``; the 0.20 scrape shows both).
+
+One family is the emulator's own, not vLLM's: ``llmroute_emulator_gpu_busy_seconds_total``,
+the model seconds the emulated GPU spent executing steps (every step's duration, summed).
+Its rate over a window is the GPU-busy fraction 0–1 — what NVML's ``utilization.gpu`` and
+DCGM's ``DCGM_FI_DEV_GPU_UTIL`` report for a real GPU (the share of time a kernel ran).
+``bench/schedule.py`` averages it over the fleet.
 """
 
 from __future__ import annotations
@@ -106,10 +112,14 @@ class EngineMetrics:
         self._e2e = Histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request "
                               "latency in seconds.", names, buckets=E2E_BUCKETS,
                               registry=reg).labels(**labels)
+        self._busy = Counter("llmroute_emulator_gpu_busy_seconds", "Model seconds the "
+                             "emulated GPU spent executing steps (llmroute's emulator, not "
+                             "vLLM).", names, registry=reg).labels(**labels)
 
     def record(self, events: list[TokenEvent], step_s: float) -> None:
         """Account one completed step: its ``events`` and its duration ``step_s`` (model s;
-        the inter-token latency of every sequence that decoded in it)."""
+        the inter-token latency of every sequence that decoded in it, and GPU-busy time)."""
+        self._busy.inc(step_s)
         for e in events:
             self._generation.inc()
             if e.first:

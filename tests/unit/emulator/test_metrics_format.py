@@ -1,5 +1,6 @@
 """The emulator's ``/metrics`` against a real vLLM V1 scrape: same names, types, labels and
-histogram buckets (skipped when the shared captures are absent)."""
+histogram buckets (skipped when the shared captures are absent); the emulator's own GPU-busy
+counter beside them."""
 
 from __future__ import annotations
 
@@ -37,10 +38,18 @@ def pair() -> tuple[dict, dict]:
     return families(metrics.render().decode()), families(CAPTURE.read_text())
 
 
+OWN = "llmroute_emulator_"
+"""The prefix of the emulator's own families (not vLLM's, so absent from a real scrape)."""
+
+
 def test_every_emulated_family_matches_the_real_one(pair: tuple[dict, dict]) -> None:
     ours, real = pair
     assert ours, "no metrics rendered"
+    assert {name for name in ours if name.startswith(OWN)} == {
+        f"{OWN}gpu_busy_seconds", f"{OWN}gpu_busy_seconds_created"}
     for name, (kind, labels, les) in ours.items():
+        if name.startswith(OWN):
+            continue
         assert name in real, name
         real_kind, real_labels, real_les = real[name]
         assert kind == real_kind, name
@@ -55,3 +64,16 @@ def test_the_signals_the_anchor_reads_are_all_there(pair: tuple[dict, dict]) -> 
                  "vllm:inter_token_latency_seconds", "vllm:prompt_tokens",
                  "vllm:generation_tokens", "vllm:cache_config_info"):
         assert name in ours, name
+
+
+def test_gpu_busy_seconds_sum_the_steps_durations() -> None:
+    sched = EngineSpec("a100-80g", "7b", time_scale=0.01).scheduler()
+    metrics = EngineMetrics(sched, "emulated-7b")
+    sched.add(Sequence("a", 3000, 5, 0.0))
+    steps = []
+    while (batch := sched.schedule(sum(steps))) is not None:
+        metrics.record(sched.complete(batch), batch.duration)
+        steps.append(batch.duration)
+    busy = [s.value for f in text_string_to_metric_families(metrics.render().decode())
+            for s in f.samples if s.name == f"{OWN}gpu_busy_seconds_total"]
+    assert len(steps) >= 5 and busy == [pytest.approx(sum(steps))]
