@@ -5,10 +5,17 @@ Setup: the real router (``create_app`` on loopback) over two ``llama-server`` en
 bundled SmolLM2-135M; pool ``forced`` (engine ``e1``) has an entropy threshold no real token
 stays under, so every streamed answer trips at its 10th token and ``e2`` (pool ``steady``)
 continues it — across pools, which ``routing.cross_pool_fallback`` allows. Every
-conversation carries a unique system line, so neither engine has it cached. Two routers
-share the engines: one as configured by default (cold: the fallback prefills the whole
-conversation at the handoff), one with ``fuse.prewarm`` (the fallback was sent the
-conversation when the stream began).
+conversation carries a unique system line, so neither engine has it cached. Four routers
+share the engines, their handoffs interleaved (``MODES``):
+
+* ``cold``: as configured by default (no ``fuse.prewarm``): the fallback is sent nothing
+  until the fuse is suspect; from the first high-entropy token (here the first token, 9
+  tokens before the trip) it is warmed with the text so far (``fuse.warm_on_suspect``);
+* ``short``: the same with the default run length (3 tokens): 2 tokens of warning;
+* ``unwarned``: ``warm_on_suspect: false``: the fallback prefills the whole conversation at
+  the handoff — what every handoff after a failure (a cut, a 5xx) costs, as none warns;
+* ``prewarm``: ``fuse.prewarm``: the fallback was sent the conversation when the stream
+  began and follows it.
 
 * gap: last primary token → first fallback token, as the router measures it (``gap_ms`` in
   the final chunk's ``llmroute.handoffs``) and as the client sees it (arrival times of the two
@@ -18,14 +25,16 @@ conversation when the stream began).
 * baseline (same run): TTFT of an uncached conversation sent fresh to ``e2`` — what a
   client-side retry would wait before its first token (and it would then repeat the text).
 
-RESULT: ``gap_*`` with prewarm, ``cold_gap_*`` without, ratios to the baseline.
-``--quick``: 2 × 6 handoffs (< 3 min on 2 cores); ``--smoke``: 2 × 1. The last line is
+RESULT: ``gap_*`` with prewarm, ``cold_gap_*`` as configured by default (target: p50 ≤
+150 ms), ``cold_gap_*_short_warning``, ``unwarned_gap_*``, ratios to the baseline.
+``--quick``: 4 × 6 handoffs (< 3 min on 2 cores); ``--smoke``: 4 × 1. The last line is
 ``RESULT {json}``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import statistics
 import sys
@@ -37,7 +46,7 @@ import aiohttp
 import httpx
 
 from llmroute.api.app import create_app
-from llmroute.config import parse_config
+from llmroute.config import Config, FuseConfig, parse_config
 from llmroute.assemble.runtime import open_runtime, wire
 from llmroute.api.server import serve_in_background
 from llmroute.errors import EngineError
@@ -108,31 +117,43 @@ async def direct(http: httpx.AsyncClient, url: str, messages: list[dict[str, Any
     return text, ttft or float("nan")
 
 
+MODES = {"cold": {}, "short": {"pools": {"forced": {"threshold_nats": 0.001, "run_tokens": 3}}},
+         "unwarned": {"warm_on_suspect": False}, "prewarm": {"prewarm": True}}
+"""Each router's ``fuse`` settings over ``CONFIG``'s (module docstring)."""
+
+
+def mode_config(base: Config, fuse: dict[str, Any]) -> Config:
+    """``base`` with ``fuse`` merged into its fuse settings."""
+    merged = {**base.fuse.model_dump(), **fuse}
+    return base.model_copy(update={"fuse": FuseConfig.model_validate(merged)})
+
+
 async def run(n: int) -> dict[str, Any]:
-    """``n`` handoffs without and ``n`` with ``fuse.prewarm`` (two routers over the same two
-    engines), each on a conversation no engine has cached, plus ``n`` cold fresh requests as
-    the baseline; prints the table, returns RESULT."""
-    cold_cfg = parse_config(CONFIG, "bench/handoff")
-    warm_cfg = cold_cfg.model_copy(update={
-        "fuse": cold_cfg.fuse.model_copy(update={"prewarm": True})})
+    """``n`` handoffs through each of the ``MODES``' routers (over the same two engines, the
+    modes interleaved), each on a conversation no engine has cached, plus a cold fresh
+    request per handoff as the baseline; prints the table, returns RESULT."""
+    base = parse_config(CONFIG, "bench/handoff")
+    configs = {mode: mode_config(base, fuse) for mode, fuse in MODES.items()}
     # Direct engine calls get a fresh connection each: llama-server may close an idle
     # keep-alive connection just as a client reuses it.
     fresh = httpx.Limits(max_keepalive_connections=0)
-    async with open_runtime(cold_cfg) as rt, aiohttp.ClientSession() as session, \
-            serve_in_background(create_app(cold_cfg, runtime=rt)) as cold_url, \
-            serve_in_background(create_app(warm_cfg, runtime=wire(
-                warm_cfg, rt.backends, session))) as warm_url, \
-            httpx.AsyncClient(timeout=120, limits=fresh) as http:
+    async with contextlib.AsyncExitStack() as stack:
+        rt = await stack.enter_async_context(open_runtime(base))
+        session = await stack.enter_async_context(aiohttp.ClientSession())
+        urls = {mode: await stack.enter_async_context(serve_in_background(create_app(
+            cfg, runtime=wire(cfg, rt.backends, session)))) for mode, cfg in configs.items()}
+        http = await stack.enter_async_context(httpx.AsyncClient(timeout=120, limits=fresh))
         e2 = rt.backends["e2"].base_url
-        await handoff(http, cold_url, conversation(PROMPTS[0], "warm-up"))
+        await handoff(http, urls["cold"], conversation(PROMPTS[0], "warm-up"))
         rows = []
-        for i in range(2 * n):
-            mode, url = ("prewarm", warm_url) if i % 2 else ("cold", cold_url)
-            row = await handoff(http, url, conversation(PROMPTS[i // 2 % len(PROMPTS)], i))
+        for i in range(len(MODES) * n):
+            mode = list(MODES)[i % len(MODES)]
+            prompt = PROMPTS[i // len(MODES) % len(PROMPTS)]
+            row = await handoff(http, urls[mode], conversation(prompt, i))
             cont = [*row["messages"], {"role": "assistant", "content": row["prefix"]}]
             echoed, _ = await direct(http, e2, cont, MAX_TOKENS - row["seam"]["at_token"])
             _, row["baseline_ttft_ms"] = await direct(
-                http, e2, conversation(PROMPTS[i // 2 % len(PROMPTS)], f"base-{i}"), 4)
+                http, e2, conversation(prompt, f"base-{i}"), 4)
             row["seamless"] = echoed == row["prefix"] + row["rest"]
             row["mode"] = mode
             rows.append(row)
@@ -147,37 +168,44 @@ def conversation(prompt: str, nonce: Any) -> list[dict[str, Any]]:
 
 def report(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Print per-handoff rows and the summary; return the RESULT object."""
-    print(f"{'#':>2} {'mode':>7} {'at':>3} {'router gap ms':>13} {'client gap ms':>13} "
+    print(f"{'#':>2} {'mode':>8} {'at':>3} {'router gap ms':>13} {'client gap ms':>13} "
           f"{'fresh TTFT ms':>13} seamless  seam")
     for i, r in enumerate(rows):
-        print(f"{i:2d} {r['mode']:>7} {r['seam']['at_token']:3d} {r['seam']['gap_ms']:13.1f} "
+        print(f"{i:2d} {r['mode']:>8} {r['seam']['at_token']:3d} {r['seam']['gap_ms']:13.1f} "
               f"{r['client_gap_ms']:13.1f} {r['baseline_ttft_ms']:13.1f} "
               f"{'yes' if r['seamless'] else 'NO':>8}  {r['prefix'][-16:]!r}|{r['rest'][:16]!r}")
-    warm = [r["seam"]["gap_ms"] for r in rows if r["mode"] == "prewarm"]
-    cold = [r["seam"]["gap_ms"] for r in rows if r["mode"] == "cold"]
-    base = [r["baseline_ttft_ms"] for r in rows]
+    gaps = {mode: [r["seam"]["gap_ms"] for r in rows if r["mode"] == mode] for mode in MODES}
+    base = statistics.median(r["baseline_ttft_ms"] for r in rows)
     client = [r["client_gap_ms"] for r in rows if r["mode"] == "prewarm"]
-    result = {"gap_p50_ms": round(statistics.median(warm), 1),
-              "gap_p95_ms": round(pct(warm, 0.95), 1),
+
+    def figures(prefix: str, suffix: str, mode: str) -> dict[str, float]:
+        p50 = statistics.median(gaps[mode])
+        return {f"{prefix}gap_p50_ms{suffix}": round(p50, 1),
+                f"{prefix}gap_p95_ms{suffix}": round(pct(gaps[mode], 0.95), 1),
+                f"{prefix}gap_vs_fresh_ttft{suffix}": round(p50 / base, 2)}
+
+    result = {**figures("", "", "prewarm"),
               "client_gap_p50_ms": round(statistics.median(client), 1),
-              "cold_gap_p50_ms": round(statistics.median(cold), 1),
-              "cold_gap_p95_ms": round(pct(cold, 0.95), 1),
+              **figures("cold_", "", "cold"), **figures("cold_", "_short_warning", "short"),
+              **figures("unwarned_", "", "unwarned"),
               "seamless_fraction": sum(r["seamless"] for r in rows) / len(rows),
-              "baseline_fresh_ttft_p50_ms": round(statistics.median(base), 1),
-              "gap_vs_fresh_ttft": round(statistics.median(warm) / statistics.median(base), 2),
-              "cold_gap_vs_fresh_ttft": round(statistics.median(cold) / statistics.median(base),
-                                              2),
+              "baseline_fresh_ttft_p50_ms": round(base, 1),
               "handoffs": len(rows), "target_gap_p50_ms": 150}
-    print(f"\nhandoff gap p50 {result['gap_p50_ms']} ms, p95 {result['gap_p95_ms']} ms with "
-          f"prewarm; {result['cold_gap_p50_ms']} ms / {result['cold_gap_p95_ms']} ms without; "
-          f"a cold fresh request's TTFT p50 {result['baseline_fresh_ttft_p50_ms']} ms; "
+    print(f"\nhandoff gap p50 / p95: {result['cold_gap_p50_ms']} / {result['cold_gap_p95_ms']} "
+          f"ms as configured by default (warned 9 tokens ahead), "
+          f"{result['cold_gap_p50_ms_short_warning']} / "
+          f"{result['cold_gap_p95_ms_short_warning']} ms warned 2 tokens ahead, "
+          f"{result['unwarned_gap_p50_ms']} / {result['unwarned_gap_p95_ms']} ms unwarned, "
+          f"{result['gap_p50_ms']} / {result['gap_p95_ms']} ms with prewarm; a cold fresh "
+          f"request's TTFT p50 {result['baseline_fresh_ttft_p50_ms']} ms; "
           f"seamless {result['seamless_fraction']:.0%}")
-    _plot(warm, cold, base)
+    _plot(gaps, base)
     return result
 
 
-def _plot(warm: list[float], cold: list[float], base: list[float]) -> None:
-    """Save a gap histogram under bench/results/ when matplotlib is installed."""
+def _plot(gaps: dict[str, list[float]], base: float) -> None:
+    """Save a gap histogram per mode under the results folder when matplotlib is
+    installed."""
     try:
         import matplotlib
     except ImportError:
@@ -187,8 +215,8 @@ def _plot(warm: list[float], cold: list[float], base: list[float]) -> None:
     from matplotlib import pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.hist([warm, cold, base], bins=12,
-            label=["handoff gap (prewarm)", "handoff gap (cold)", "fresh request TTFT"])
+    ax.hist(list(gaps.values()), bins=12, label=[f"handoff gap ({m})" for m in gaps])
+    ax.axvline(base, color="k", linestyle=":", label="fresh request TTFT p50")
     ax.set_xlabel("ms")
     ax.legend()
     fig.tight_layout()

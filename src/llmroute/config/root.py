@@ -116,12 +116,14 @@ class FuseConfig(Strict):
     ``events_path`` is the SQLite file for fuse events (``:memory:`` keeps them in memory);
     ``prewarm`` keeps the next candidate's prompt cache warm (the conversation plus the text
     so far, re-sent every ``prewarm_tokens`` streamed tokens; see ``dispatch/relay.py``) so a
-    handoff's continuation prefills only the last few tokens; ``slow`` the slow-stream
-    trigger."""
+    handoff's continuation prefills only the last few tokens; without it,
+    ``warm_on_suspect`` does the same only while a high-entropy run is under way (the first
+    sign of trouble, before the trip); ``slow`` the slow-stream trigger."""
 
     enabled: bool = True
     prewarm: bool = False
     prewarm_tokens: int = Field(32, ge=1)
+    warm_on_suspect: bool = True
     top_logprobs: int = Field(5, ge=1, le=20)
     entropy: EntropyConfig = EntropyConfig()
     pools: dict[str, EntropyConfig] = {}

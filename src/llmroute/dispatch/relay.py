@@ -152,9 +152,16 @@ class Relay:
         ``fuse.prewarm_tokens`` more tokens have streamed, and after every new token while a
         high-entropy run is under way (``Fuse.suspect``: a handoff may follow) — one warm-up
         at a time. A handoff's continuation then prefills only the last few tokens. Costs
-        the fallback a prefill of every streamed token, in batches."""
+        the fallback a prefill of every streamed token, in batches. Without it, and with
+        ``fuse.warm_on_suspect`` (the default), only the last part runs: the fallback starts
+        prefilling at the first sign of trouble (the run's first high-entropy token) rather
+        than at the trip, and follows the stream while the run lasts; that costs the
+        fallback a prefill of the conversation per suspicion, none on a calm stream."""
         cfg, req = self.deps.fuse, self.request
-        if not cfg.prewarm or req.endpoint != "chat":  # checked per chunk: first, cheapest
+        if not cfg.prewarm and not (cfg.warm_on_suspect and self.leg is not None
+                                    and self.leg.fuse.suspect):  # per chunk: cheapest first
+            return
+        if req.endpoint != "chat":
             return
         busy = self._warm is not None and not self._warm.done()
         due = self._warmed_at is None or self.seam.tokens - self._warmed_at >= (

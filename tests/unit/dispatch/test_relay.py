@@ -49,7 +49,7 @@ async def test_trigger_hands_off_into_one_seamless_stream(step, reason):
     handoffs = body[-1]["llmroute"]["handoffs"]
     assert [(h["from"], h["to"], h["reason"]) for h in handoffs] == [("b0", "b1", reason)]
     assert handoffs[0]["at_token"] == len(sent_before) and handoffs[0]["gap_ms"] >= 0
-    continued = b.requests[0]["messages"]
+    continued = next(body for body in b.requests if body["stream"])["messages"]
     assert continued[-1] == {"role": "assistant", "content": " ".join(sent_before)}
     assert b.requests[0]["continue_final_message"] is True
     assert b.requests[0]["add_generation_prompt"] is False
@@ -255,6 +255,33 @@ async def test_prewarm_sends_the_next_candidate_the_conversation_first():
     assert all("The quick brown".startswith(p) and p for p in prefixes)
     assert cont["stream"] is True and cont["messages"][-1]["content"] == "The quick brown"
     assert content(events(r.text)[:-1]) == "The quick brown" + FALLBACK
+
+
+@pytest.mark.parametrize("on", [True, False], ids=["warm-on-suspect", "off"])
+async def test_without_prewarm_the_fallback_is_warmed_once_the_fuse_is_suspect(on):
+    async with serve_upstream([("entropic", 1)], PRIMARY) as a, \
+            serve_upstream(["ok"], FALLBACK) as b, \
+            open_router(make_config(backends(a, b),
+                                    fuse={"warm_on_suspect": on})) as (_, client):
+        r = await client.post(CHAT, json=chat(max_tokens=50))
+    *warm, cont = b.requests
+    assert cont["stream"] is True and cont["messages"][-1]["content"] == "The quick brown"
+    assert content(events(r.text)[:-1]) == "The quick brown" + FALLBACK
+    if not on:
+        assert warm == []
+        return
+    # nothing while the first word was calm; then the text so far, as the run went on
+    prefixes = [w["messages"][-1]["content"] for w in warm]
+    assert warm and all(w["stream"] is False and w["max_tokens"] == 1 for w in warm)
+    assert all(p.startswith("The quick") and "The quick brown".startswith(p) for p in prefixes)
+
+
+async def test_a_calm_stream_warms_no_fallback():
+    async with serve_upstream([("entropic", 99)], PRIMARY) as a, \
+            serve_upstream(["ok"], FALLBACK) as b, \
+            open_router(make_config(backends(a, b))) as (_, client):
+        r = await client.post(CHAT, json=chat(max_tokens=50))
+    assert content(events(r.text)[:-1]) == PRIMARY and b.requests == []
 
 
 async def test_prewarm_starts_while_the_primary_is_still_prefilling():
