@@ -1,4 +1,5 @@
-"""How long the anchor takes to decide: filter + score + pick, with 10 and 100 backends.
+"""How long the anchor takes to decide: filter + score + pick, with 10, 100 and 1,000
+backends; and what the signal collector that feeds it costs in CPU.
 
 Each decision is one ``Profile.rank`` call on a prepared context (request, intent, a
 snapshot with router-side stats and fresh engine signals for every backend: queue, KV
@@ -22,11 +23,17 @@ ratio of each profile's p99 to the baseline's, plus the p99 of the thread's CPU 
 decision (on a shared, loaded machine the wall-clock p99 is mostly time the OS gave to other
 processes; the CPU-time p99 is the decision's own cost). The inputs are built and
 ``gc.collect()`` is run before each timed series, so a series pays for the collections of
-its own garbage, not of its set-up. Target: p99 ≤ 0.5 ms at 100 backends for the default
-profile (``p99_ms_100_backends``; ``…_full_order`` is ``default-full``). ``--quick``: fewer
+its own garbage, not of its set-up. Targets: p99 ≤ 0.5 ms for the default profile at 100
+backends (``p99_ms_100_backends``; ``…_full_order`` is ``default-full``) and at 1,000
+(``decide_p99_ms_1000``; a tenth as many decisions per cell there). ``--quick``: fewer
 decisions. The measurement runs pinned to one core (``--core``; the highest allowed by
-default), as a router's event loop does. Absolute times depend on the machine; the last
-line is ``RESULT {json}``.
+default), as a router's event loop does.
+
+Collector cost (``bench/lib/collector_cost.py``): the router's signal collector polling 8,
+100 and 1,000 emulated engines every 200 ms, in a process of its own, as a share of one core
+(its CPU with polling on minus off); target ≤ 0.01 at 100 (``collector_cpu_share_100``).
+``--smoke`` measures 8 and 100 only. Absolute times depend on the machine; the last line
+is ``RESULT {json}``.
 """
 
 from __future__ import annotations
@@ -59,6 +66,7 @@ from llmroute.types import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
+from collector_cost import collector_cost  # noqa: E402
 from modes import mode, parser, pick  # noqa: E402
 
 GIB = 2 ** 30
@@ -124,7 +132,7 @@ def measure(profile: Profile, backends: list[Backend], decisions: int,
     request = ChatRequest("chat", {}, "auto", False, PROMPT, 300, 256, "bench")
     ctx = AnchorContext(request, Intent("code", 0.9, complexity=2.0),
                         snapshot(backends, rng, 0.0), 0.0)
-    fresh = [snapshot(backends, rng, 0.0) for _ in range(16)]
+    fresh = [snapshot(backends, rng, 0.0) for _ in range(min(16, decisions))]
     gc.collect()  # the inputs just built go to the old generation now, not mid-measurement
     wall, cpu = [], []
     for i in range(decisions):
@@ -143,21 +151,25 @@ def p99(xs: list[float]) -> float:
     return ordered[max(int(0.99 * len(ordered) + 0.999999) - 1, 0)]
 
 
+SIZES = (10, 100, 1000)
+"""Backends per cell; at 1,000 a tenth as many decisions (each is ~10× longer)."""
+
+
 def run(decisions: int) -> dict[str, float]:
-    """Measure every profile at 10 and 100 backends; print the table; return RESULT."""
+    """Measure every profile at 10, 100 and 1,000 backends; print the table; return RESULT."""
     rng = random.Random(42)
     affinity = Affinity()
     served = ChatRequest("chat", {}, "auto", False, PROMPT, 300, 256, "served")
     results: dict[tuple[str, int], list[float]] = {}
     cpu: dict[tuple[str, int], list[float]] = {}
-    for n in (10, 100):
+    for n in SIZES:
         backends = fleet(n)
+        count = decisions if n < 1000 else max(decisions // 10, 20)
         for b in backends[:5]:
             affinity.dispatched(served, b.id, 300)
         for name, (profile, limit) in profiles(affinity).items():
-            measure(profile, backends, decisions // 10, rng, limit)  # warm-up
-            results[(name, n)], cpu[(name, n)] = measure(profile, backends, decisions, rng,
-                                                         limit)
+            measure(profile, backends, max(count // 10, 1), rng, limit)  # warm-up
+            results[(name, n)], cpu[(name, n)] = measure(profile, backends, count, rng, limit)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"machine: {platform.machine()} {os.cpu_count()} CPUs, load {load:.1f}, "
           f"python {platform.python_version()}; {decisions} decisions per cell")
@@ -169,6 +181,10 @@ def run(decisions: int) -> dict[str, float]:
               f"{p99(cpu[(name, n)]):>12.4f}{ratio:>16.2f}")
     base100 = p99(results[("least-in-flight", 100)])
     return {
+        "decide_p99_ms_1000": round(p99(results[("default", 1000)]), 4),
+        "decide_cpu_p99_ms_1000": round(p99(cpu[("default", 1000)]), 4),
+        "decide_p99_ms_1000_baseline_least_inflight": round(
+            p99(results[("least-in-flight", 1000)]), 4),
         "p99_ms_100_backends": round(p99(results[("default", 100)]), 4),
         "p99_ms_10_backends": round(p99(results[("default", 10)]), 4),
         "p50_ms_100_backends": round(statistics.median(results[("default", 100)]), 4),
@@ -192,10 +208,30 @@ def main() -> None:
                     help="CPU to pin the measurement to (default: the highest this process "
                          "may use; -1: not pinned)")
     args = ap.parse_args()
-    decisions = args.decisions or pick(mode(args), 20000, 2000, 50)
+    size = mode(args)
+    decisions = args.decisions or pick(size, 20000, 2000, 50)
+    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     core = pin(args.core)
     result = run(decisions)
-    print("RESULT " + json.dumps({**result, "core": core}))
+    if allowed is not None:
+        os.sched_setaffinity(0, allowed)  # the engines and the collector: their own processes
+    print("RESULT " + json.dumps({**result, "core": core, **collector(size)}))
+
+
+def collector(size: str) -> dict[str, object]:
+    """The collector's figures (``bench/lib/collector_cost.py``), printed; the RESULT keys."""
+    counts = pick(size, (8, 100, 1000), (8, 100, 1000), (8, 100))
+    figures = collector_cost(counts, pick(size, 10.0, 3.0, 0.5), pick(size, 3, 2, 1))
+    print(f"{'engines':>8}{'CPU share':>11}{'polls/s':>9}{'(of)':>7}{'µs/poll':>9}{'up':>6}")
+    for n, f in figures.items():
+        print(f"{n:>8}{f['cpu_share']:>11.4f}{f['polls_per_s']:>9.0f}{n * 5:>7}"
+              f"{f['cpu_us_per_poll'] or 0:>9.0f}{f['up']:>6}")
+    return {"collector_cpu_share_100": figures[100]["cpu_share"],
+            "collector_cpu_share": {str(n): f["cpu_share"] for n, f in figures.items()},
+            "collector_polls_per_s": {str(n): f["polls_per_s"] for n, f in figures.items()},
+            "collector_cpu_us_per_poll": {str(n): f["cpu_us_per_poll"]
+                                          for n, f in figures.items()},
+            "target_collector_cpu_share_100": 0.01, "target_decide_p99_ms_1000": 0.5}
 
 
 def pin(core: int | None) -> int | None:
