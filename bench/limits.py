@@ -20,6 +20,15 @@ In-process: the app over ``httpx.ASGITransport``, a fast fixed-reply upstream
 5. ``shed_correct_fraction``: priority classes on one backend at its in-flight watermark,
    streamed ``standard`` and ``batch`` requests offered at twice what it serves; the
    fraction of the 503s that were ``batch`` (target 1.0).
+6. Priority classes against FIFO: one upstream that serves ``SLO_SLOTS`` streams at a time
+   and queues the rest in arrival order (an engine's queue), offered twice what it serves,
+   one request in five ``high`` (TTFT target 0.5 s), the rest ``low`` (10 s) — once with
+   the two classes and the router's admission queue at the upstream's slots, once without
+   (every request goes straight to the upstream's FIFO queue). SLO attainment per class:
+   the share of the class's requests whose first token came within its target (a 503
+   counts as missed); ``slo_attainment_high_classes`` (target ≥ 0.98) beside
+   ``slo_attainment_high_fifo``, and P99 TTFT per class (served requests) with
+   ``p99_high_ratio_vs_fifo``.
 """
 
 from __future__ import annotations
@@ -67,8 +76,9 @@ def body(max_tokens: int = 40, stream: bool = False) -> dict[str, Any]:
 
 
 @contextlib.asynccontextmanager
-async def upstream(chunks: int, delay_s: float) -> AsyncIterator[str]:
-    runner = web.AppRunner(make_app(chunks, delay_s))
+async def upstream(chunks: int, delay_s: float, slots: int | None = None
+                   ) -> AsyncIterator[str]:
+    runner = web.AppRunner(make_app(chunks, delay_s, slots=slots))
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
@@ -208,6 +218,65 @@ async def shedding(url: str, tmp: str, seconds: float) -> dict[str, Any]:
             "shed_correct_fraction": round(shed.count("batch") / len(shed), 4) if shed else 1.0}
 
 
+SLO_SLOTS, SLO_CHUNKS, SLO_DELAY_S = 4, 10, 0.025
+"""The SLO run's upstream: 4 streams at a time, each 10 chunks 25 ms apart (0.25 s a
+request: 16 requests/s)."""
+SLO_CLASSES = {"high": 0.5, "low": 10.0}
+"""Class → TTFT target (s), highest first."""
+
+
+async def slo_run(url: str, tmp: str, seconds: float, classes: bool
+                  ) -> dict[str, list[float | None]]:
+    """Offer twice the upstream's rate for ``seconds``, every fifth request ``high``;
+    per class, each request's TTFT in seconds (None: refused)."""
+    extra = {"priority": {"classes": [{"name": n, "ttft_target_s": t}
+                                      for n, t in SLO_CLASSES.items()],
+                          "watermarks": {"in_flight": SLO_SLOTS}, "tick_s": 0.02}} \
+        if classes else {}
+    ttfts: dict[str, list[float | None]] = {name: [] for name in SLO_CLASSES}
+    async with router(url, tmp, **extra) as (rt, client):
+        rt.policy = None  # auth off: the class comes from the header
+
+        async def one(cls: str) -> None:
+            start, first = time.monotonic(), None
+            headers = {"x-llmroute-priority": cls} if classes else {}
+            async with client.stream("POST", CHAT, json=body(stream=True),
+                                     headers=headers) as r:
+                async for line in r.aiter_lines():  # read to the end: the slot is held
+                    if first is None and r.status_code == 200 and '"content"' in line:
+                        first = time.monotonic() - start
+            ttfts[cls].append(first)
+
+        rate = 2 * SLO_SLOTS / (SLO_CHUNKS * SLO_DELAY_S)
+        tasks, start = [], time.monotonic()
+        for i in range(int(rate * seconds)):
+            await asyncio.sleep(max(start + i / rate - time.monotonic(), 0.0))
+            tasks.append(asyncio.ensure_future(one("high" if i % 5 == 0 else "low")))
+        await asyncio.gather(*tasks)
+    return ttfts
+
+
+def slo_figures(fifo: dict[str, list[float | None]], classed: dict[str, list[float | None]]
+                ) -> dict[str, Any]:
+    """SLO attainment and P99 TTFT per class for both runs, and the keys of the RESULT."""
+    def attainment(xs: list[float | None], target: float) -> float:
+        return round(sum(x is not None and x <= target for x in xs) / max(len(xs), 1), 4)
+
+    def p99(xs: list[float | None]) -> float | None:
+        served = sorted(x for x in xs if x is not None)
+        return round(served[max(0, math.ceil(0.99 * len(served)) - 1)], 4) if served else None
+
+    out: dict[str, Any] = {}
+    for mode_name, run in (("classes", classed), ("fifo", fifo)):
+        for cls, target in SLO_CLASSES.items():
+            out[f"slo_attainment_{cls}_{mode_name}"] = attainment(run[cls], target)
+            out[f"p99_ttft_s_{cls}_{mode_name}"] = p99(run[cls])
+            out[f"refused_{cls}_{mode_name}"] = sum(x is None for x in run[cls])
+    hi, lo = out["p99_ttft_s_high_classes"], out["p99_ttft_s_high_fifo"]
+    out["p99_high_ratio_vs_fifo"] = round(hi / lo, 4) if hi is not None and lo else None
+    return out
+
+
 def filter_speed(size: str) -> float:
     spec = importlib.util.spec_from_file_location("bench_filter", HERE / "filter.py")
     assert spec is not None and spec.loader is not None
@@ -225,9 +294,15 @@ async def run(size: str) -> dict[str, Any]:
             errors = await retry_errors(fast, tmp, pick(size, 10, 3, 1))
         async with upstream(5, 0.04) as slow:
             shed = await shedding(slow, tmp, pick(size, 15.0, 4.0, 1.0))
+        slo_s = pick(size, 20.0, 6.0, 1.0)
+        async with upstream(SLO_CHUNKS, SLO_DELAY_S, SLO_SLOTS) as engine:
+            fifo = await slo_run(engine, tmp, slo_s, classes=False)
+        async with upstream(SLO_CHUNKS, SLO_DELAY_S, SLO_SLOTS) as engine:
+            classed = await slo_run(engine, tmp, slo_s, classes=True)
     p95 = sorted(errors)[max(0, math.ceil(0.95 * len(errors)) - 1)]
     return {**exact, "retry_after_error_s": round(p95, 3),
-            "retry_after_error_median_s": round(statistics.median(errors), 3), **shed}
+            "retry_after_error_median_s": round(statistics.median(errors), 3), **shed,
+            **slo_figures(fifo, classed)}
 
 
 def main() -> int:
@@ -237,7 +312,10 @@ def main() -> int:
     for name, value in res.items():
         print(f"{name:<28}{value}")
     keys = ("rpm_overshoot_max", "tpm_overshoot_tokens_max", "largest_reservation",
-            "retry_after_error_s", "filter_mb_per_s", "shed_correct_fraction")
+            "retry_after_error_s", "filter_mb_per_s", "shed_correct_fraction",
+            "slo_attainment_high_classes", "slo_attainment_high_fifo", "p99_high_ratio_vs_fifo",
+            "slo_attainment_low_classes", "slo_attainment_low_fifo", "p99_ttft_s_high_classes",
+            "p99_ttft_s_high_fifo", "refused_low_classes")
     print("RESULT " + json.dumps({k: res[k] for k in keys}))
     return 0
 

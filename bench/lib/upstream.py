@@ -7,6 +7,7 @@ answer at once; streamed requests get CHUNKS content chunks DELAY_MS apart, then
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 
@@ -32,13 +33,21 @@ def _chunk(i: int, last: bool = False) -> bytes:
     return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
 
-def make_app(chunks: int, delay_s: float, answer_delay_s: float = 0.0) -> web.Application:
+def make_app(chunks: int, delay_s: float, answer_delay_s: float = 0.0,
+             slots: int | None = None) -> web.Application:
     """The upstream app: ``chunks`` streamed chunks ``delay_s`` apart; a non-streamed
-    answer after ``answer_delay_s`` seconds."""
+    answer after ``answer_delay_s`` seconds. With ``slots``, at most that many requests are
+    served at once and the others wait their turn in arrival order, as in an engine's
+    queue (None: no limit)."""
     answer, parts = _answer(), [_chunk(i, i == chunks - 1) for i in range(chunks)]
+    turn = asyncio.Semaphore(slots) if slots else contextlib.nullcontext()
 
     async def chat(request: web.Request) -> web.StreamResponse:
         body = await request.json()
+        async with turn:
+            return await _serve(request, body)
+
+    async def _serve(request: web.Request, body: dict) -> web.StreamResponse:
         if not body.get("stream"):
             if answer_delay_s:
                 await asyncio.sleep(answer_delay_s)
