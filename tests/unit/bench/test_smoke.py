@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[3]
 BENCH = ROOT / "bench"
 NAMES = sorted(p.stem for p in BENCH.glob("*.py") if not p.name.startswith("_"))
 PARALLEL = 3
-TIMEOUT_S = 420
+TIMEOUT_S = 600
 TEST = "test_every_benchmark_runs_in_smoke_mode"
 pytestmark = pytest.mark.slow
 
@@ -39,8 +39,8 @@ def smoke(name: str, work: Path) -> subprocess.CompletedProcess[str]:
         return subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S,
                               env=env, cwd=folder)
     except subprocess.TimeoutExpired as err:
-        return subprocess.CompletedProcess(argv, -1, str(err.stdout or ""),
-                                           f"timed out after {TIMEOUT_S} s")
+        out = err.stdout.decode(errors="replace") if isinstance(err.stdout, bytes) else ""
+        return subprocess.CompletedProcess(argv, -1, out, f"timed out after {TIMEOUT_S} s")
 
 
 @pytest.fixture(scope="module")
