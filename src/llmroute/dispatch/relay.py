@@ -103,6 +103,7 @@ class Relay:
         self._warmed_at: int | None = None  # seam.tokens when the last warm-up began
         self._tail: dict[str, Any] | None = None  # a held-back terminal chunk
         self._cause: BackendError | None = None  # the failure that began the handoffs
+        self._suspect = False  # the current leg's fuse saw a high-entropy run begin
 
     async def open_leg(self) -> _Leg:
         """Open the next backend's stream (with failover) up to its first chunk."""
@@ -126,6 +127,7 @@ class Relay:
         self.leg = _Leg(attempt, upstream, chunks, first, self._fuse(attempt.backend),
                         pace_for(slow, req.finish_by, req.max_tokens, self.deps.clock(),
                                  self.seam.tokens) if watch else None)
+        self._suspect = False
         if self._cutter is None and isinstance(req.body.get("stop"), list):
             stops = pending_stops(req.body, self.deps.client.learned, attempt.backend)
             self._cutter = None if stops is None else StopCutter(stops)
@@ -158,14 +160,13 @@ class Relay:
         than at the trip, and follows the stream while the run lasts; that costs the
         fallback a prefill of the conversation per suspicion, none on a calm stream."""
         cfg, req = self.deps.fuse, self.request
-        if not cfg.prewarm and not (cfg.warm_on_suspect and self.leg is not None
-                                    and self.leg.fuse.suspect):  # per chunk: cheapest first
+        if not (cfg.prewarm or (self._suspect and cfg.warm_on_suspect)):  # per chunk: cheap
             return
         if req.endpoint != "chat":
             return
         busy = self._warm is not None and not self._warm.done()
         due = self._warmed_at is None or self.seam.tokens - self._warmed_at >= (
-            1 if self.leg is not None and self.leg.fuse.suspect else cfg.prewarm_tokens)
+            1 if self._suspect else cfg.prewarm_tokens)
         nxt = self.budget.peek(0 if self.leg is not None else 1)
         if busy or not due or nxt is None:
             return
@@ -208,6 +209,7 @@ class Relay:
                 if verdict.handoff and self._can_continue():
                     await self._hand_off(leg, verdict, None)
                     return
+                self._suspect = leg.fuse.suspect
             out = self.seam.rewrite(chunk.obj, self.deps.clock())
             stopped = out is not None and self._cutter is not None and cut_chunk(
                 self._cutter, out, "text" if self.request.endpoint == "completions"
