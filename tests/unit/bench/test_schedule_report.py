@@ -10,22 +10,19 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench" / "lib"))
-from schedule_load import Outcome, Poll  # noqa: E402
+from schedule_load import Busy, Outcome, Poll  # noqa: E402
 from schedule_report import Run, Sweep, result  # noqa: E402
 
 
-def poll(t: float, busy: list[float]) -> Poll:
-    return Poll(t, [0.1] * len(busy), [1] * len(busy), [0] * len(busy), busy)
+POLLS = [Poll(0.0, [0.1], [1], [0]), Poll(1.0, [0.2], [1], [0])]
 
 
 def test_gpu_busy_is_the_busy_model_time_over_the_model_time_while_sending():
-    # time_scale 0.5: 2 wall s are 4 model s; engine 0 busy 2 of them, engine 1 all 4;
-    # the poll after the last send (t = 3) is left out
-    polls = [poll(0.0, [0.0, 0.0]), poll(1.0, [1.0, 2.0]), poll(2.0, [2.0, 4.0]),
-             poll(3.0, [9.0, 9.0])]
-    run = Run("x", [], polls, time_scale=0.5, deadline_s=15.0, load_s=2.5)
+    # time_scale 0.5: 2 wall s are 4 model s; engine 0 busy 2 of them, engine 1 all 4
+    busy = [Busy(0.5, [1.0, 3.0]), Busy(2.5, [3.0, 7.0])]
+    run = Run("x", [], POLLS, time_scale=0.5, deadline_s=15.0, busy=busy)
     assert run.gpu_busy() == pytest.approx((0.5 + 1.0) / 2)
-    assert math.isnan(Run("x", [], polls[:1], 0.5, 15.0, 2.5).gpu_busy())
+    assert math.isnan(Run("x", [], POLLS, 0.5, 15.0, busy[:1]).gpu_busy())
 
 
 def test_a_sweep_sustains_the_highest_load_that_met_the_target():
@@ -37,9 +34,9 @@ def test_a_sweep_sustains_the_highest_load_that_met_the_target():
 def test_the_ratios_are_the_default_over_round_robin_and_none_without_a_baseline():
     outcomes = [Outcome(i, "ok", 0.1 * (i + 1), 1.0, "gpu-0") for i in range(10)]
     slow = [Outcome(i, "ok", 1.0 * (i + 1), 2.0, "gpu-0") for i in range(10)]
-    polls = [poll(0.0, [0.0]), poll(1.0, [0.5])]
-    runs = [Run("round-robin", slow, polls, 1.0, 15.0, 1.0),
-            Run("default", outcomes, polls, 1.0, 15.0, 1.0)]
+    busy = [Busy(0.0, [0.0]), Busy(1.0, [0.5])]
+    runs = [Run("round-robin", slow, POLLS, 1.0, 15.0, busy),
+            Run("default", outcomes, POLLS, 1.0, 15.0, busy)]
     sweeps = [Sweep("round-robin", 2.0, {0.1: 1.0, 0.2: 3.0}),
               Sweep("default", 2.0, {0.6: 1.5, 0.8: 2.5})]
     out = result(runs, sweeps, capacity_rps=30.0)
