@@ -1,6 +1,6 @@
 """What a JWT caller costs per request (``policy/jwt.py``), its JWKS keys already read.
 
-    python bench/jwt_verify.py [--quick]
+    python bench/jwt_verify.py [--quick | --smoke]
 
 Two paths, per algorithm (RS256 with a 2048-bit key, ES256, EdDSA), timed in-process one
 call at a time with ``time.perf_counter_ns``:
@@ -18,10 +18,10 @@ algorithm and whether the target is met.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,10 +30,13 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
-from llmroute.config.policy import JwtConfig
-from llmroute.policy.jwks import Jwks, JwtMetrics
-from llmroute.policy.jwt import JwtAuthenticator
-from llmroute.policy.keystore import KeyStore
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
+from modes import mode, parser, pick  # noqa: E402
+
+from llmroute.config.policy import JwtConfig  # noqa: E402
+from llmroute.policy.jwks import Jwks, JwtMetrics  # noqa: E402
+from llmroute.policy.jwt import JwtAuthenticator  # noqa: E402
+from llmroute.policy.keystore import KeyStore  # noqa: E402
 
 TARGET_US = 50.0
 KEYS = {"RS256": (lambda: rsa.generate_private_key(public_exponent=65537, key_size=2048),
@@ -76,10 +79,8 @@ async def _measure(rounds: int, work: Path) -> dict[str, dict[str, float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer rounds")
-    args = parser.parse_args()
-    rounds = 500 if args.quick else 5000
+    args = parser(__doc__.splitlines()[0]).parse_args()
+    rounds = pick(mode(args), 5000, 500, 20)
     with tempfile.TemporaryDirectory() as tmp:
         cells = asyncio.run(_measure(rounds, Path(tmp)))
     print(f"{'path':<16}{'p50 µs':>10}{'p95 µs':>10}")
