@@ -21,7 +21,10 @@ request is sent, averaged over the eight: what NVML's utilisation reports for a 
 Goodput sweep: for each policy, the highest offered load (a fraction of the fleet's
 capacity, on the grid ``GOODPUT_GRID``) whose P95 TTFT stays within ``TARGET_P95_TTFT_S``,
 found by bisection over the grid (a fresh fleet per probe; the probe's client gives up
-after ``PROBE_DEADLINE`` × the target, counted as over it). ``goodput_ratio_vs_rr`` is the
+after ``PROBE_DEADLINE`` × the target, counted as over it). A probe is judged on the
+engines' own TTFT histograms (model seconds, from arrival at the engine to the first token:
+at least 95 % of the requests sent within the target), so the shared machine's lag in
+delivering tokens to the client does not decide it; the client's P95 is printed beside. ``goodput_ratio_vs_rr`` is the
 default policy's sustained load over round-robin's. Probes replay the same trace window at
 ``--wall-rps`` requests per wall second, fewer where the emulated clock would otherwise run
 faster than the wall clock (``MIN_TIME_SCALE``).
@@ -52,8 +55,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 from modes import add_sizes, mode, parser, pick, results_dir, skip  # noqa: E402
 from schedule_load import (TRACE, LoadPlan, TraceRow, fleet_process,  # noqa: E402
                            load_process, load_trace)
-from schedule_report import (Run, Sweep, pct, per_engine, plot, result, sweep_table,  # noqa: E402
-                             table)
+from schedule_report import (Probe, Run, Sweep, pct, per_engine, plot, result,  # noqa: E402
+                             sweep_table, table)
 
 __all__ = ["Plan", "Run", "pct", "replay_args", "report_failures", "run_fleet", "run_main"]
 """What ``bench/prefix.py`` builds on (``Run`` and ``pct`` live in ``schedule_report``)."""
@@ -72,13 +75,15 @@ FLEET = (  # (GPU profile, model size, GPUs): saturation capacities differ ~10×
     ("a100-80g", "13b", 1), ("t4", "1b", 1), ("l4", "8b", 1), ("l4", "8b", 1),
 )
 LOAD = 0.85
-TARGET_P95_TTFT_S = 2.0
-"""The goodput sweep's SLO: P95 time to first token within 2 model seconds."""
+TARGET_P95_TTFT_S = 2.5
+"""The goodput sweep's SLO: P95 time to first token within 2.5 model seconds — a bound of
+vLLM's TTFT histogram buckets (``emulator/metrics.py``), so the share of requests within it
+is read exactly from the engines' ``/metrics``."""
 GOODPUT_GRID = (0.05, 0.075, 0.1, 0.125, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9,
                 1.0, 1.1)
 """Offered loads the sweep may probe, as fractions of the fleet's capacity (finer at the low
 end, where round-robin's slowest engines saturate)."""
-SMOKE_GRID = (0.2, 0.6, 1.0)
+SMOKE_GRID = (0.6,)
 PROBE_DEADLINE = 3.0
 """A probe's client gives up after this many times the target without a first token."""
 MIN_TIME_SCALE = 1.0
@@ -186,10 +191,10 @@ class Workers:
                         serve_in_background(create_app(config, runtime=rt)) as url):
                 self._load.send(LoadPlan(url, plan.schedule, [e[0] for e in engines],
                                          plan.deadline_s * plan.time_scale, prompts=prompts))
-                outcomes, polls, busy = await asyncio.to_thread(self._load.recv)
+                outcomes, polls, busy, first = await asyncio.to_thread(self._load.recv)
         finally:
             self._fleet.send("stop")
-        return Run(name, outcomes, polls, plan.time_scale, plan.deadline_s, busy)
+        return Run(name, outcomes, polls, plan.time_scale, plan.deadline_s, busy, first)
 
 
 async def run_fleet(name: str, plan: Plan, config_for: Callable[[list[Any]], Config],
@@ -202,8 +207,9 @@ async def run_fleet(name: str, plan: Plan, config_for: Callable[[list[Any]], Con
 async def goodput(workers: Workers, policy: str, probe: Plan, grid: tuple[float, ...],
                   rows: list[TraceRow], args: argparse.Namespace, tuning: dict[str, Any]
                   ) -> Sweep:
-    """The highest load on ``grid`` at which ``policy`` keeps P95 TTFT within the target, by
-    bisection (P95 assumed to grow with the load): ``probe``'s window at each load tried."""
+    """The highest load on ``grid`` at which ``policy`` keeps P95 TTFT within the target at
+    the engines, by bisection (P95 assumed to grow with the load): ``probe``'s window at each
+    load tried."""
     sweep = Sweep(policy, TARGET_P95_TTFT_S)
     lo, hi = -1, len(grid)  # grid[lo] met the target, grid[hi] did not (or the grid's ends)
     while hi - lo > 1:
@@ -211,10 +217,12 @@ async def goodput(workers: Workers, policy: str, probe: Plan, grid: tuple[float,
         plan = make_plan(rows, len(probe.schedule), args.wall_rps,
                          args.seed, probe.deadline_s, grid[mid])
         run = await workers.run_policy(policy, plan, **tuning)
-        p95 = pct(run.ttft(), 0.95)
-        sweep.probes[grid[mid]] = round(p95, 4)
-        lo, hi = (mid, hi) if p95 <= TARGET_P95_TTFT_S else (lo, mid)
-        print(f"  {policy} at {grid[mid]:.0%}: P95 TTFT {p95:.2f} s", flush=True)
+        found = Probe(run.engine_within(TARGET_P95_TTFT_S), pct(run.ttft(), 0.95))
+        sweep.probes[grid[mid]] = found
+        lo, hi = (mid, hi) if found.met else (lo, mid)
+        print(f"  {policy} at {grid[mid]:.1%}: {found.within:.1%} of first tokens within "
+              f"{TARGET_P95_TTFT_S:g} s at the engines; client P95 TTFT "
+              f"{found.client_p95_s:.2f} s", flush=True)
     return sweep
 
 
@@ -240,7 +248,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             runs.append(await workers.run_policy(policy, plan, **tuning))
             sweeps.append(await goodput(workers, policy, probe, grid, rows, args, tuning))
             print(f"  {policy}: {time.monotonic() - t0:.0f} s wall", flush=True)
-    print(table(runs))
+    print(table(runs, TARGET_P95_TTFT_S))
     print(per_engine(runs, plan.specs, plan.schedule))
     print(sweep_table(sweeps, probe.capacity_rps))
     path = results_dir() / "schedule.png"

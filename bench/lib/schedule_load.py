@@ -128,6 +128,25 @@ class Busy:
 
 
 @dataclass(frozen=True, slots=True)
+class FirstTokens:
+    """The engines' own TTFT histograms (``vllm:time_to_first_token_seconds``, model
+    seconds, measured on the emulated clock from the request's arrival at the engine to its
+    first token), summed over the fleet at the end of a run: ``within[le]`` requests whose
+    first token came within ``le`` seconds, for each bucket bound; ``count`` requests that had
+    a first token."""
+
+    within: dict[float, int]
+    count: int
+
+    def share_within(self, bound: float, sent: int) -> float:
+        """The share (0–1) of ``sent`` requests whose engine-side TTFT was ≤ ``bound`` (one
+        of the histogram's bucket bounds); a request that never had a first token at an
+        engine (refused, given up on, still queued) counts as over it. Raises KeyError when
+        ``bound`` is not a bucket bound."""
+        return self.within[bound] / max(sent, 1)
+
+
+@dataclass(frozen=True, slots=True)
 class LoadPlan:
     """What the load generator sends: ``schedule`` rows ``(wall offset s, prompt tokens,
     max tokens)`` to ``router``; ``deadline_s`` wall seconds to the first token; the run
@@ -145,15 +164,17 @@ class LoadPlan:
 
 def load_process(conn: Any) -> None:
     """Child process: for every ``LoadPlan`` received on ``conn`` (until None), replay it as
-    streamed chats and send ``(outcomes, polls, busy)`` back (``polls``: a ``Poll`` every
-    ``poll_s``; ``busy``: the engines' busy counters read as the first request is sent and
-    as the last one is — two reads, so parsing them costs the load generator nothing that
-    would delay its requests)."""
+    streamed chats and send ``(outcomes, polls, busy, first_tokens)`` back (``polls``: a
+    ``Poll`` every ``poll_s``; ``busy``: the engines' busy counters read as the first request
+    is sent and as the last one is — two reads, so parsing them costs the load generator
+    nothing that would delay its requests; ``first_tokens``: the engines' TTFT histograms
+    once the run has ended)."""
     while (plan := conn.recv()) is not None:
         conn.send(asyncio.run(_load(plan)))
 
 
-async def _load(plan: LoadPlan) -> tuple[list[Outcome], list[Poll], list[Busy]]:
+async def _load(plan: LoadPlan
+                ) -> tuple[list[Outcome], list[Poll], list[Busy], FirstTokens]:
     # One connection per request: reusing keep-alive connections races with the server
     # closing idle ones, which would show up as client errors that no policy caused.
     connector = aiohttp.TCPConnector(limit=0, force_close=True)
@@ -162,7 +183,9 @@ async def _load(plan: LoadPlan) -> tuple[list[Outcome], list[Poll], list[Busy]]:
         polls: list[Poll] = []
         busy = [await _busy(session, plan.engines, 0.0)]
         outcomes = await replay(session, plan, start, _watch(session, plan, start, polls, busy))
-    return outcomes, polls, busy
+        first = first_tokens(await asyncio.gather(
+            *(_get(session, e + "/metrics") for e in plan.engines)))
+    return outcomes, polls, busy, first
 
 
 async def _watch(session: aiohttp.ClientSession, plan: LoadPlan, start: float,
@@ -290,6 +313,24 @@ def gpu_busy_s(text: str) -> float:
             if sample.name == "llmroute_emulator_gpu_busy_seconds_total":
                 return sample.value
     return math.nan
+
+
+def first_tokens(texts: list[str]) -> FirstTokens:
+    """The fleet's TTFT histogram: ``vllm:time_to_first_token_seconds`` buckets summed over
+    the engines' ``/metrics`` bodies (an unreadable body adds nothing)."""
+    within: dict[float, int] = {}
+    count = 0
+    for text in texts:
+        for family in text_string_to_metric_families(text):
+            if family.name != "vllm:time_to_first_token_seconds":
+                continue
+            for sample in family.samples:
+                if sample.name.endswith("_bucket") and sample.labels["le"] != "+Inf":
+                    le = float(sample.labels["le"])
+                    within[le] = within.get(le, 0) + int(sample.value)
+                elif sample.name.endswith("_count"):
+                    count += int(sample.value)
+    return FirstTokens(within, count)
 
 
 async def _get(session: aiohttp.ClientSession, url: str) -> str:

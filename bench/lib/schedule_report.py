@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from schedule_load import Busy, Outcome, Poll
+from schedule_load import Busy, FirstTokens, Outcome, Poll
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,8 @@ class Run:
     client gave up on (``deadline``) as the deadline — a lower bound, which can only
     flatten a policy's tail; requests still streaming when the run ended (``unfinished``)
     count for TTFT, not for end-to-end latency or failures. ``busy``: the engines' busy
-    counters as the first and as the last request was sent."""
+    counters as the first and as the last request was sent; ``first_tokens``: the engines'
+    own TTFT histograms at the end (None when not read)."""
 
     policy: str
     outcomes: list[Outcome]
@@ -26,6 +27,14 @@ class Run:
     time_scale: float
     deadline_s: float
     busy: list[Busy] = field(default_factory=list)
+    first_tokens: FirstTokens | None = None
+
+    def engine_within(self, bound: float) -> float:
+        """The share (0–1) of the run's requests whose engine-side TTFT (model s, the
+        engines' histograms) was ≤ ``bound``, a bucket bound; NaN when not read."""
+        if self.first_tokens is None:
+            return math.nan
+        return self.first_tokens.share_within(bound, len(self.outcomes))
 
     def count(self, status: str) -> int:
         """Requests that ended with ``status``."""
@@ -74,21 +83,35 @@ class Run:
                 max(p.waiting[i] for p in self.polls))
 
 
+@dataclass(frozen=True)
+class Probe:
+    """One load of a goodput sweep: ``within`` the share (0–1) of its requests whose
+    engine-side TTFT met the target (``Run.engine_within``); ``client_p95_s`` the P95 TTFT
+    the client saw (model s: the router, the processes and the machine's lag included)."""
+
+    within: float
+    client_p95_s: float
+
+    @property
+    def met(self) -> bool:
+        """P95 TTFT within the target: at least 95 % of the requests within it."""
+        return self.within >= 0.95
+
+
 @dataclass
 class Sweep:
-    """One policy's goodput sweep: the P95 TTFT (model s) of each offered load probed
-    (a fraction of the fleet's capacity) and the highest load whose P95 met the target
-    (0.0 when none did)."""
+    """One policy's goodput sweep: a ``Probe`` for each offered load probed (a fraction of
+    the fleet's capacity) and the highest load whose P95 TTFT met the target (0.0 when none
+    did)."""
 
     policy: str
     target_s: float
-    probes: dict[float, float] = field(default_factory=dict)
+    probes: dict[float, Probe] = field(default_factory=dict)
 
     @property
     def sustained(self) -> float:
         """The highest probed load whose P95 TTFT met the target; 0.0 when none did."""
-        return max((load for load, p95 in self.probes.items() if p95 <= self.target_s),
-                   default=0.0)
+        return max((load for load, probe in self.probes.items() if probe.met), default=0.0)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -98,11 +121,12 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, max(0, math.ceil(q * len(values)) - 1))]
 
 
-def table(runs: list[Run]) -> str:
-    """The human-readable comparison."""
+def table(runs: list[Run], bound: float) -> str:
+    """The human-readable comparison; ``bound`` (s) the TTFT whose share at the engines is
+    shown."""
     head = (f"{'policy':<16}{'n':>6}{'TTFT p50':>10}{'p95':>8}{'p99':>8}{'E2E p50':>9}"
             f"{'p95':>8}{'p99':>8}{'failed':>8}{'gave up':>8}{'running':>8}{'KV mean':>8}"
-            f"{'KV ±':>7}{'GPU busy':>9}")
+            f"{'KV ±':>7}{'GPU busy':>9}{f'≤{bound:g} s@eng':>12}")
     lines = [head, "-" * len(head)]
     for r in runs:
         ttft, e2e = r.ttft(), r.e2e()
@@ -111,18 +135,20 @@ def table(runs: list[Run]) -> str:
                      f"{pct(e2e, .95):>8.2f}{pct(e2e, .99):>8.2f}{r.failure_rate():>8.2%}"
                      f"{r.count('deadline'):>8}{r.count('unfinished'):>8}"
                      f"{statistics.fmean(r.kv_means()):>8.1%}{r.kv_spread():>7.1%}"
-                     f"{r.gpu_busy():>9.1%}")
+                     f"{r.gpu_busy():>9.1%}{r.engine_within(bound):>12.1%}")
     return "\n".join(lines) + "\n(times in model seconds)"
 
 
 def sweep_table(sweeps: list[Sweep], capacity_rps: float) -> str:
-    """Each policy's probes (load → P95 TTFT) and its sustained load."""
+    """Each policy's probes (load: engine-side share within the target / the client's P95
+    TTFT) and its sustained load."""
     lines = []
     for s in sweeps:
-        probes = ", ".join(f"{load:.0%}: {p95:.2f} s" for load, p95 in sorted(s.probes.items()))
-        lines.append(f"{s.policy:<16} sustains {s.sustained:>5.0%} = "
-                     f"{s.sustained * capacity_rps:6.2f} req/s (P95 TTFT ≤ {s.target_s:g} s); "
-                     f"probes {probes}")
+        probes = ", ".join(f"{load:.1%}: {p.within:.0%} / {p.client_p95_s:.2f} s"
+                           for load, p in sorted(s.probes.items()))
+        lines.append(f"{s.policy:<16} sustains {s.sustained:>5.1%} = "
+                     f"{s.sustained * capacity_rps:6.2f} req/s (P95 TTFT ≤ {s.target_s:g} s "
+                     f"at the engines); probes (engine share within / client P95) {probes}")
     return "\n".join(lines)
 
 
@@ -218,5 +244,12 @@ def result(runs: list[Run], sweeps: list[Sweep], capacity_rps: float) -> dict[st
             "goodput_load_fraction": goodput,
             "goodput_rps": {k: round(v * capacity_rps, 3) for k, v in goodput.items()},
             "goodput_target_p95_ttft_s": sweeps[0].target_s if sweeps else None,
+            "engine_ttft_within_target_by_policy": {
+                k: round(r.engine_within(sweeps[0].target_s), 4) for k, r in by.items()
+            } if sweeps else {},
+            "goodput_probes": {s.policy: {str(load): [round(p.within, 4),
+                                                      round(p.client_p95_s, 3)]
+                                          for load, p in sorted(s.probes.items())}
+                               for s in sweeps},
             "failure_rate_by_policy": _by_policy(by, Run.failure_rate, 5),
             "kv_spread_by_policy": _by_policy(by, Run.kv_spread)}
