@@ -27,7 +27,7 @@ def emulated(specs: list[EngineSpec]) -> Iterator[list[str]]:
     proc.start()
     end.send(specs)
     try:
-        yield [url for url, _ in end.recv()]
+        yield [served[0] for served in end.recv()]  # (url, max_model_len, kv_events)
     finally:
         end.send("stop")  # the engines stop; then the process
         end.send(None)
