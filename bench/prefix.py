@@ -60,7 +60,7 @@ from schedule import (  # noqa: E402
     pct,
     replay_args,
     report_failures,
-    run_fleet,
+    Workers,
     run_main,
 )
 
@@ -264,8 +264,11 @@ def result(runs: list[Run], plan: Plan, kept: list[Row], prompts: Prompts) -> di
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     """Plan, run every policy, print the tables, save the plot; returns the RESULT."""
     rows = load(args.trace)
-    n = args.requests or pick(mode(args), 800, 120, 16)
-    plan, kept = make_plan(rows, n, args.wall_rps, args.load, args.deadline, args.seed)
+    size = mode(args)
+    n = args.requests or pick(size, 800, 120, 16)
+    # a smoke run's stragglers would hold each policy's run for the whole deadline
+    deadline = pick(size, args.deadline, args.deadline, min(args.deadline, 3.0))
+    plan, kept = make_plan(rows, n, args.wall_rps, args.load, deadline, args.seed)
     prompts = Prompts([r.hash_ids for r in kept])
     print(f"{len(kept)} requests (whole conversations, ≤ {MAX_TOKENS} tokens), mean prompt "
           f"{statistics.fmean(r.input_tokens for r in kept):.0f} tokens; sharing allows a "
@@ -274,14 +277,15 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
           f"{args.load:.0%}; time scale {plan.time_scale:.2f} wall s per model s", flush=True)
     runs = []
     table_ = policies(args.affinity)
-    for name in args.policies:
-        anchor = table_[name]
-        if name.startswith("llmroute") and args.scorers:
-            anchor = {**anchor, "scorers": {**anchor.get("scorers", {}), **args.scorers}}
-        t0 = time.monotonic()
-        runs.append(await run_fleet(name, plan, lambda e, a=anchor: router_config(a, e),
-                                    prompts))
-        print(f"  {name}: {time.monotonic() - t0:.0f} s wall", flush=True)
+    async with Workers().start() as workers:  # the fleet and load processes, started once
+        for name in args.policies:
+            anchor = table_[name]
+            if name.startswith("llmroute") and args.scorers:
+                anchor = {**anchor, "scorers": {**anchor.get("scorers", {}), **args.scorers}}
+            t0 = time.monotonic()
+            runs.append(await workers.run(name, plan,
+                                          lambda e, a=anchor: router_config(a, e), prompts))
+            print(f"  {name}: {time.monotonic() - t0:.0f} s wall", flush=True)
     print(table(runs, plan))
     print(spread(runs))
     plot(runs, plan, results_dir() / "prefix.png")

@@ -58,7 +58,7 @@ from schedule_load import (TRACE, LoadPlan, TraceRow, fleet_process,  # noqa: E4
 from schedule_report import (Probe, Run, Sweep, pct, per_engine, plot, result,  # noqa: E402
                              sweep_table, table)
 
-__all__ = ["Plan", "Run", "pct", "replay_args", "report_failures", "run_fleet", "run_main"]
+__all__ = ["Plan", "Run", "Workers", "pct", "replay_args", "report_failures", "run_main"]
 """What ``bench/prefix.py`` builds on (``Run`` and ``pct`` live in ``schedule_report``)."""
 
 from llmroute.api.app import create_app  # noqa: E402
@@ -195,13 +195,6 @@ class Workers:
         finally:
             self._fleet.send("stop")
         return Run(name, outcomes, polls, plan.time_scale, plan.deadline_s, busy, first)
-
-
-async def run_fleet(name: str, plan: Plan, config_for: Callable[[list[Any]], Config],
-                    prompts: Any = None) -> Run:
-    """One run (``Workers.run``) with processes of its own."""
-    async with Workers().start() as workers:
-        return await workers.run(name, plan, config_for, prompts)
 
 
 async def goodput(workers: Workers, policy: str, probe: Plan, grid: tuple[float, ...],
