@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -28,19 +29,24 @@ pytestmark = pytest.mark.slow
 
 
 def smoke(name: str, work: Path) -> subprocess.CompletedProcess[str]:
-    """``bench/NAME.py --smoke`` in ``work``; its output (a timeout is a failed run)."""
+    """``bench/NAME.py --smoke`` in ``work``; its output (a timeout is a failed run). The run
+    gets a process group of its own, killed whole on a timeout, so the servers a benchmark
+    started do not outlive it."""
     folder = work / name
     folder.mkdir()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]),
            "LLMROUTE_BENCH_RESULTS": str(folder)}
     argv = [sys.executable, str(BENCH / f"{name}.py"), "--smoke"]
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S,
-                              env=env, cwd=folder)
-    except subprocess.TimeoutExpired as err:
-        out = err.stdout.decode(errors="replace") if isinstance(err.stdout, bytes) else ""
-        return subprocess.CompletedProcess(argv, -1, out, f"timed out after {TIMEOUT_S} s")
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=env, cwd=folder, start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+            return subprocess.CompletedProcess(argv, -1, out, f"timed out after {TIMEOUT_S} s")
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 @pytest.fixture(scope="module")
