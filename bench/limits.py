@@ -182,12 +182,16 @@ async def retry_errors(url: str, tmp: str, samples: int) -> list[float]:
             headers = {"authorization": f"Bearer {await new_key(rt, limits)}"}
             while (await client.post(CHAT, json=body(tokens), headers=headers)).status_code == 200:
                 pass
-            for _ in range(samples):
+            taken = 0
+            while taken < samples:
                 refused = await client.post(CHAT, json=body(tokens), headers=headers)
+                if "retry-after" not in refused.headers:  # the bucket refilled meanwhile
+                    continue
                 t0, hint = time.monotonic(), float(refused.headers["retry-after"])
                 while (await client.post(CHAT, json=body(tokens), headers=headers)).status_code != 200:
                     await asyncio.sleep(0.02)
                 errors.append(abs(hint - (time.monotonic() - t0)))
+                taken += 1
     return errors
 
 
