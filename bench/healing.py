@@ -41,7 +41,8 @@ Figures (times on the router's wall clock unless said otherwise):
 - the collector's CPU: user + system seconds per wall second of a process polling every
   engine's ``/metrics`` and DCGM page every 0.2 s, and the healing loop's time per tick.
 
-``python bench/healing.py [--quick]``; the last line is ``RESULT {json}``.
+``python bench/healing.py [--quick | --smoke]`` (``--smoke``: 6 s arms, a 3 s healthy
+replay — it shows the benchmark runs, not figures); the last line is ``RESULT {json}``.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ from healing_figures import (
     time_to_demote,
 )
 from healing_load import Replay, collector_process, fleet_process, load_process
+from modes import mode, parser, pick, skip
 from schedule_load import TRACE, LoadPlan, load_trace
 
 from llmroute.api.app import create_app
@@ -220,18 +222,20 @@ async def _replay(ctx: Any, url: str, arm: Arm, engines: list[str], collect: boo
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     rows = load_trace()
-    seconds, degrade_s, slow_s = (25.0, 6.0, 4.0) if args.quick else (240.0, 60.0, 30.0)
+    size = mode(args)
+    seconds, degrade_s, slow_s = pick(size, (240.0, 60.0, 30.0), (25.0, 6.0, 4.0),
+                                      (6.0, 2.0, 1.0))
     plan = make_plan(rows, seconds, args.wall_rps, degrade_s, slow_s)
     print(f"# fleet: {ENGINES} × A100/7B, {len(plan.rows)} requests over {seconds:.0f} wall s, "
           f"time_scale {plan.time_scale:.3f} (model s = wall s / time_scale)", flush=True)
     arms = {} if args.only == "healthy" else {
         name: await run_arm(name, plan) for name in ("breakers-only", "self-healing")}
-    healthy_s = args.healthy_s or (20.0 if args.quick else 1800.0 * plan.time_scale)
+    healthy_s = args.healthy_s or pick(size, 1800.0 * plan.time_scale, 20.0, 3.0)
     healthy = None if args.only == "scenario" else await run_arm(
         "self-healing", make_plan(rows, healthy_s, args.wall_rps, None, None),
         measure_collector=True)
     return {**(scenario(arms) if arms else {}), **(sound(healthy) if healthy else {}),
-            "time_scale": _r(plan.time_scale, 4), "quick": args.quick,
+            "time_scale": _r(plan.time_scale, 4), "quick": size == "quick",
             "wall_rps": args.wall_rps}
 
 
@@ -290,8 +294,7 @@ def _r(x: float | None, digits: int = 4) -> float | None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="short arms and healthy replay (<3 min)")
+    p = parser(__doc__.splitlines()[0])  # --quick: short arms and healthy replay (< 3 min)
     p.add_argument("--wall-rps", type=float, default=6.0,
                    help="requests per wall second the router sees (sets the time scale)")
     p.add_argument("--only", choices=("scenario", "healthy"),
@@ -301,7 +304,7 @@ def main() -> None:
                         "--quick: 20)")
     args = p.parse_args()
     if not TRACE.is_dir():
-        raise SystemExit(f"healing: the Azure trace is not at {TRACE}; nothing measured")
+        skip(f"healing: the Azure trace is not at {TRACE}; nothing measured")
     configure_logging("warning")
     started = time.monotonic()
     result = asyncio.run(main_async(args))
