@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry
 from llmroute.anchor.profile import Profile
 from llmroute.anchor.stats.router import RouterStats
 from llmroute.anchor.store import SignalStore
+from llmroute.cache.answers import AnswerCache
 from llmroute.config import Config
 from llmroute.dispatch.deps import Deps
 from llmroute.fuse.breaker import CircuitBreaker
@@ -87,7 +88,8 @@ class Runtime:
     the sensitive-word filter, None without word lists; ``priority`` the SLO priority
     classes' admission gate, None without classes; ``tokens`` the count-tokens step
     (context length), None: the estimate alone; ``responses`` the stored answers of
-    ``/v1/responses`` (None: nothing is stored); ``collectors`` the metric families of this
+    ``/v1/responses`` (None: nothing is stored); ``cache`` the answer cache (None: off,
+    ``cache/answers.py``); ``collectors`` the metric families of this
     backend set (strategy reloads, engine signals, anchor scores, priority queues),
     registered in ``metrics.registry`` while this Runtime serves (a reload swaps them,
     ``assemble/reload.py``); ``stages`` the answer stages in order, outermost first (built
@@ -116,6 +118,7 @@ class Runtime:
     priority: PriorityGate | None = None
     tokens: TokenCounter | None = None
     responses: ResponseStore | None = None
+    cache: AnswerCache | None = None
     collectors: CollectorRegistry | None = None
     stages: tuple[Stage[Any], ...] = ()
     healing: Healer | None = None

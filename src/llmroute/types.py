@@ -93,7 +93,10 @@ class Intent:
     ``complexity`` (0.1–5.0) and the ``source`` that produced it. ``entropy`` is the
     distribution's Shannon entropy in bits; ``composite`` holds the top two labels when they
     are close enough to call the request both, or the two tasks its instruction asks in
-    sequence ("translate it, then summarize it": ``gate/clauses.py``); empty otherwise."""
+    sequence ("translate it, then summarize it": ``gate/clauses.py``); empty otherwise.
+    ``embedding`` is the gate encoder's vector of the latest turn (``(d,)`` float32, unit
+    length, ``d`` the encoder's) when the gate embedded it, else None: the answer cache
+    reads it instead of embedding the prompt again."""
 
     label: str
     confidence: float
@@ -103,6 +106,7 @@ class Intent:
     source: str = "rules"
     entropy: float = 0.0
     composite: tuple[str, ...] = ()
+    embedding: Any = field(default=None, compare=False, repr=False)
 
     @property
     def is_composite(self) -> bool:

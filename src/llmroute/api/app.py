@@ -23,6 +23,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from llmroute.flow import pipeline
+from llmroute.api.admin_cache import purge_cache
 from llmroute.api.admin import (
     create_key,
     list_keys,
@@ -163,6 +164,7 @@ def _routes(hot: dict[str, Exchange]) -> list[Route]:
         Route("/admin/keys/{key_id}", operator(revoke_key), methods=["DELETE"]),
         Route("/admin/keys/{key_id}/rotate", operator(rotate), methods=["POST"]),
         Route("/admin/reload", operator(reload_config), methods=["POST"]),
+        Route("/admin/cache/purge", operator(purge_cache), methods=["POST"]),
         Route("/admin/handoffs", operator(list_handoffs), methods=["GET"]),
         Route("/admin/handoffs/{ticket}", operator(show_handoff), methods=["GET"]),
         Route("/admin/handoffs/{ticket}/claim", operator(claim_handoff), methods=["POST"]),

@@ -37,6 +37,7 @@ from llmroute.assemble.anchor import (
 from llmroute.assemble.gate import make_gate
 from llmroute.assemble.filter import build_filter, watch_filter
 from llmroute.assemble.generations import Generations
+from llmroute.assemble.cache import build_cache, share_cache
 from llmroute.assemble.healing import Healing
 from llmroute.assemble.policy import build_policy, build_priority, build_responses, build_store
 from llmroute.assemble.stages import answer_stages
@@ -111,14 +112,16 @@ def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSe
     healing.events.audit = observer.audit
     observer.on_finish.append(healing.observe)
     metrics.registry.register(QualityCollector(healing.report, healing.events))
-    rt = Runtime(**parts, gate=make_gate(config), breaker=breaker, metrics=metrics,
+    gate = make_gate(config)
+    rt = Runtime(**parts, gate=gate, breaker=breaker, metrics=metrics,
                  fuse_events=parts["dispatch"].fuse_events, clock=time.monotonic,
                  wall_clock=time.time, observer=observer,
                  fleet=fleet, handoffs=handoffs,
                  policy=build_policy(config, time.monotonic, time.time,
                                      registry=metrics.registry),
                  content_filter=build_filter(config, metrics, time.time),
-                 responses=build_responses(config))
+                 responses=build_responses(config),
+                 cache=build_cache(config, gate, time.time, metrics.registry))
     rt.stages = answer_stages(rt)
     return rt
 
@@ -242,6 +245,7 @@ async def open_runtime(config: Config, progress: Progress | None = None,
         stack.push_async_callback(rt.gate.close)
         await _share_breakers(stack, rt)
         await _heal(stack, rt)
+        await share_cache(stack, config, rt.cache)
         await stack.enter_async_context(watch_filter(config, rt.content_filter))
         generations = generations or Generations()
         stack.push_async_callback(generations.close)

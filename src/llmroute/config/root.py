@@ -23,6 +23,7 @@ from pydantic import (
 from llmroute.backends.engines import ENGINES, Capability, engine_kind
 from llmroute.config.anchor import AnchorConfig
 from llmroute.config.base import Strict
+from llmroute.config.cache import CacheConfig
 from llmroute.config.discovery import DiscoveryConfig
 from llmroute.config.engine import GpuConfig, LaunchConfig
 from llmroute.config.filter import ContentFilterConfig
@@ -282,6 +283,7 @@ class Config(Strict):
     priority: PriorityConfig = PriorityConfig()
     tokens: TokensConfig = TokensConfig()
     content_filter: ContentFilterConfig = ContentFilterConfig()
+    cache: CacheConfig = CacheConfig()
     strategies: StrategiesConfig | None = None
     observe: ObserveConfig = ObserveConfig()
     source: str = "<memory>"

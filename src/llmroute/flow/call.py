@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import NamedTuple
 
+from llmroute.cache.answers import Lookup, Scope
 from llmroute.observe.trace import Recorder
 from llmroute.policy.auth import Caller
 from llmroute.policy.limits import Ticket
@@ -43,12 +44,14 @@ class Call:
     (``rank``).
 
     Held for the answer stages (``flow/stages.py``): ``trial_t0`` when a split's or shadow's
-    arm began serving (its clock, s). A new stage that must hold something per request adds
-    its field here.
+    arm began serving (its clock, s); ``cached`` the answer cache's entry scope and lookup
+    (``flow/cache.py``; None: not looked up). A new stage that must hold something per
+    request adds its field here.
     """
 
     __slots__ = ("rt", "request", "caller", "headers", "trace", "klass", "ticket", "slot",
-                 "intent", "timing", "matched", "decision", "trial_t0")
+                 "intent", "timing", "matched", "decision", "trial_t0",
+                 "cached")
 
     def __init__(self, rt: Runtime, request: ChatRequest, caller: Caller | None = None,
                  headers: Mapping[str, str] = NO_HEADERS, trace: Recorder | None = None):
@@ -66,6 +69,7 @@ class Call:
         self.matched: Matched | None = None
         self.decision: Decision | None = None
         self.trial_t0: float | None = None
+        self.cached: tuple[Scope, Lookup] | None = None
 
 
 Flow = Callable[[Call], Awaitable[Routed]]

@@ -23,11 +23,12 @@ nothing.
 composition root builds it (``assemble/stages.answer_stages``), each built-in present only
 when its part is configured:
 
-    UsageMeter → PrioritySlot → TrialTiming → OutputFilter
+    UsageMeter → PrioritySlot → CachedAnswer → TrialTiming → OutputFilter
 
-so a stream reaches the client as relay → OutputFilter → TrialTiming → PrioritySlot →
-UsageMeter. The first two give back what ``admit`` took (the token reservation, the
-priority place), so they stand first: every answer, an early one too, passes them. To add
+so a stream reaches the client as relay → OutputFilter → TrialTiming → CachedAnswer →
+PrioritySlot → UsageMeter (``CachedAnswer``, the answer cache, is ``flow/cache.py``). The
+first two give back what ``admit`` took (the token reservation, the priority place), so
+they stand first: every answer, an early one too, passes them. To add
 a stage (an answer cache, a cost meter): write a class with the three methods, give the
 Call a field for what it holds per request, and place an instance in ``answer_stages``
 (``tests/unit/flow/test_stages.py`` states the order).

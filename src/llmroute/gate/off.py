@@ -25,5 +25,9 @@ class NoGate:
     async def start(self) -> None:
         """Nothing to load."""
 
+    async def embed(self, request: ChatRequest) -> None:
+        """No encoder: None."""
+        return None
+
     async def close(self) -> None:
         """Nothing to release."""

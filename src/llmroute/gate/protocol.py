@@ -3,7 +3,7 @@ entry point."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from llmroute.gate.health import GateHealth
 from llmroute.types import ChatRequest, Intent
@@ -31,6 +31,12 @@ class Gate(Protocol):
         ``confidence`` and ``conflict`` in [0, 1], ``runners_up`` as
         ``((label, probability), …)`` sorted by probability, descending, and ``complexity``
         in [0.1, 5.0] (``complexity``)."""
+        ...
+
+    async def embed(self, request: ChatRequest) -> Any:
+        """The gate encoder's vector of the request's latest turn (``(d,)`` float32 ndarray,
+        unit length), or None when the gate has no encoder (off, rules only, not started,
+        failed); never raises."""
         ...
 
     async def close(self) -> None:

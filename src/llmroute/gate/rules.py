@@ -389,5 +389,9 @@ class RulesGate:
     async def start(self) -> None:
         """Nothing to load."""
 
+    async def embed(self, request: ChatRequest) -> None:
+        """No encoder: None."""
+        return None
+
     async def close(self) -> None:
         """Nothing to release."""

@@ -69,12 +69,14 @@ CLOSE_TIMEOUT_S = 1.0
 @dataclass(frozen=True, slots=True)
 class _Scored:
     """The model's (cacheable) answer: probabilities, complexity, source and the labels of
-    the instruction's clauses (``clauses.py``; empty when it has none)."""
+    the instruction's clauses (``clauses.py``; empty when it has none), and the encoder's
+    ``embedding`` of the latest turn when it was asked (handed on in ``Intent.embedding``)."""
 
     probs: np.ndarray
     complexity: float
     source: str
     clauses: tuple[str | None, ...] = ()
+    embedding: np.ndarray | None = None
 
 
 class SemanticGate:
@@ -225,9 +227,17 @@ class SemanticGate:
         p_enc = self.model.encoder_proba(embedding)
         structure = structure_vector(c, self.model.classes)
         final = _Scored(combine(scored.probs, p_enc, structure), scored.complexity,
-                        "fast+encoder", scored.clauses)
+                        "fast+encoder", scored.clauses, embedding)
         self._cache[c.key] = final
         return final
+
+    async def embed(self, request: ChatRequest) -> np.ndarray | None:
+        """The encoder's vector of ``request``'s latest turn (what the second opinion reads:
+        ``(d,)`` float32, unit length), for a caller whose verdict carried none (the first
+        stage was sure enough); None with nothing to embed, before ``start`` or when the
+        encoder fails (counted)."""
+        c = compress(request)
+        return None if c.empty else await self._embed(c)
 
     async def _embed(self, c: Compressed) -> np.ndarray | None:
         """The encoder's embedding of ``c.latest`` ``(384,)``, micro-batched in the worker thread;
@@ -250,6 +260,8 @@ class SemanticGate:
             p, source = override(p, self.model.classes, rule), source + "+rule"
         intent = make_intent(p, self.model.classes, scored.complexity, source,
                              self.cfg.composite_margin)
+        if scored.embedding is not None:
+            intent = replace(intent, embedding=scored.embedding)
         if intent.composite or not scored.clauses:
             return intent
         return replace(intent, composite=composite_of(intent.label, scored.clauses))

@@ -27,7 +27,8 @@ from llmroute.observe.trace import Recorder, Trace, TraceContext, parent_span_of
 from llmroute.observe.trace_store import TraceStore
 
 log = structlog.get_logger("llmroute.request")
-SUMMARY_KEYS = ("tenant", "key_id", "intent", "strategy", "pool", "backend")
+SUMMARY_KEYS = ("tenant", "key_id", "intent", "strategy", "pool", "backend", "cache",
+                "cache_from")
 DECISION_STEPS = frozenset(("gate", "strategy", "anchor"))
 
 

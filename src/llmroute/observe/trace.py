@@ -202,6 +202,20 @@ class Recorder:
         self.summary["strategy"], self.summary["pool"] = header, pool
         self.step("strategy", strategy=header, kind=kind, pool=pool)
 
+    def cache(self, result: str, reason: str, similarity: float = 0.0,
+              served_from: str | None = None) -> None:
+        """The answer cache's lookup (a ``cache`` step): ``result`` (``hit-exact``,
+        ``hit-semantic``, ``miss``, ``bypass``), its ``reason``, the cosine ``similarity``
+        of a semantic hit, and for a hit the request whose answer it serves
+        (``served_from``: the summary's ``cache_from``, which the log line and the audit
+        record carry)."""
+        self.summary["cache"] = result
+        fields: dict[str, Any] = {"result": result, "reason": reason}
+        if served_from is not None:
+            self.summary["cache_from"] = fields["served_from"] = served_from
+            fields["similarity"] = round(similarity, 4)
+        self.step("cache", **fields)
+
     def anchor(self, candidates: list[Candidate]) -> None:
         """The ranked candidates, first = chosen (scores as the request path computed them:
         NaN for an unscored lone survivor becomes null)."""

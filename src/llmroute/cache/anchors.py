@@ -1,0 +1,134 @@
+"""The facts a prompt pins down, which a cached answer must share: numbers (with their
+units), named entities, code identifiers and quoted strings.
+
+``Anchors.of(text)`` reads them once per prompt (stored with each entry, read for each
+asked prompt); ``differs(stored, asked)`` names the first kind that differs, or None. A
+semantic hit is refused when any differs: "convert 5 km" is not "convert 50 km", "the
+capital of France" is not "the capital of Germany", ``parse_date`` is not ``parse_time``.
+
+* numbers — digit runs (``1,000``, ``3.5``, ``1/2``) with the unit that follows (a word or
+  symbol: ``5 km``, ``20%``, ``$3``, ``3岁``), English number words (one … twenty, the
+  tens, hundred, thousand, million, billion, first … tenth) and Chinese numerals
+  (零一二两三四五六七八九十百千万亿 runs, with the measure word after them);
+* entities — capitalised Latin words that do not open a sentence, or do but are not common
+  sentence openers (``OPENERS``), and ALL-CAPS acronyms; in Chinese text, the words rjieba's
+  part-of-speech tagger marks as person (nr), place (ns), organisation (nt), other proper
+  noun (nz) or foreign word (eng);
+* code — identifiers with ``_``, an inner capital (camelCase), a dot between names
+  (``os.path``) or a call's ``()``, and anything in backticks;
+* quotes — text between "…", '…', “…”, ‘…’, «…», 「…」 or 『…』.
+
+Every set is compared case-sensitively (entities) or as written (the rest).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+import rjieba
+
+NUMBER_WORDS = frozenset((
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy "
+    "eighty ninety hundred thousand million billion trillion half dozen first second third "
+    "fourth fifth sixth seventh eighth ninth tenth once twice").split())
+"""English number words (lower case)."""
+
+OPENERS = frozenset((
+    "a an the what what's whats how why who whom whose when where which is are was were do "
+    "does did can could would should will shall may might must please tell give explain "
+    "describe write list show find make create help i i'm im you we they he she it my our "
+    "your this that these those there here if in on at for to of and or but so as by with "
+    "from about after before also then now today yes no hi hello hey thanks thank ok okay "
+    "let let's lets compare summarize summarise translate define name calculate compute "
+    "convert solve say suggest provide generate rewrite draft is it's its not any some all each "
+    "every one two three").split())
+"""Words that open a sentence capitalised without naming anything (lower case)."""
+
+ENTITY_TAGS = frozenset({"nr", "ns", "nt", "nz", "eng", "nrt", "nrfg"})
+"""rjieba (jieba) part-of-speech tags of names: person, place, organisation, other proper
+noun, foreign word."""
+
+_CJK = re.compile(r"[\u3400-\u9fff]")
+_DIGITS = re.compile(r"(\d+(?:[.,:/]\d+)*)\s*([A-Za-z%°$€£¥]+|[\u3400-\u9fff])?")
+_MONEY = re.compile(r"([$€£¥])\s*(\d+(?:[.,]\d+)*)")
+_HAN_NUM = re.compile(r"([零一二两三四五六七八九十百千万亿]+)([\u3400-\u9fff]?)")
+_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
+_SENTENCE = re.compile(r"(?:^|[.!?。！？\n:：]\s*)([\"'“‘(]?)([A-Za-z][\w'’-]*)")
+_CODE = re.compile(r"`([^`\n]{1,200})`|\b([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+|[A-Za-z]*_"
+                   r"[\w]*|[a-z]+[A-Z]\w*|[A-Za-z_]\w*\(\))")
+_QUOTED = re.compile(r"\"([^\"\n]{1,200})\"|“([^”\n]{1,200})”|‘([^’\n]{1,200})’|«([^»\n]"
+                     r"{1,200})»|「([^」\n]{1,200})」|『([^』\n]{1,200})』|(?<![\w])'([^'\n]"
+                     r"{1,200})'(?![\w])")
+
+
+class Anchors(NamedTuple):
+    """The facts of one prompt, each kind a frozenset of strings."""
+
+    numbers: frozenset[str]
+    entities: frozenset[str]
+    code: frozenset[str]
+    quotes: frozenset[str]
+
+    @classmethod
+    def of(cls, text: str) -> Anchors:
+        """The anchors of ``text`` (module docstring); ~20–60 µs for a short prompt."""
+        return cls(_numbers(text), _entities(text), _code(text), _quotes(text))
+
+    def as_lists(self) -> list[list[str]]:
+        """Sorted lists per kind (what an entry stores)."""
+        return [sorted(kind) for kind in self]
+
+    @classmethod
+    def from_lists(cls, lists: list[list[str]]) -> Anchors:
+        """The inverse of ``as_lists``. Raises ValueError for a wrong shape."""
+        if len(lists) != 4 or not all(isinstance(k, list) for k in lists):
+            raise ValueError("anchors: four lists expected")
+        return cls(*(frozenset(str(v) for v in k) for k in lists))
+
+
+KINDS = Anchors._fields
+"""The refusal reason of each kind, in the order checked."""
+
+
+def differs(stored: Anchors, asked: Anchors) -> str | None:
+    """The first kind (``numbers``, ``entities``, ``code``, ``quotes``) whose set differs
+    between the two prompts, or None when they pin down the same facts."""
+    for kind, a, b in zip(KINDS, stored, asked, strict=True):
+        if a != b:
+            return kind
+    return None
+
+
+def _numbers(text: str) -> frozenset[str]:
+    found = {f"{m[1]} {m[2] or ''}".strip() for m in _DIGITS.finditer(text)}
+    found |= {f"{m[1]}{m[2]}" for m in _MONEY.finditer(text)}
+    found |= {w.lower() for w in _WORD.findall(text) if w.lower() in NUMBER_WORDS}
+    if _CJK.search(text):
+        found |= {m[1] + m[2] for m in _HAN_NUM.finditer(text)}
+    return frozenset(found)
+
+
+def _entities(text: str) -> frozenset[str]:
+    openers = {m.start(2) for m in _SENTENCE.finditer(text)}
+    found = set()
+    for m in _WORD.finditer(text):
+        word = m[0]
+        if not word[0].isupper() or word == "I":
+            continue
+        acronym = word.isupper() and len(word) > 1
+        if m.start() in openers and not acronym and word.lower() in OPENERS:
+            continue
+        found.add(word)
+    if _CJK.search(text):
+        found |= {w for w, tag in rjieba.tag(text) if tag in ENTITY_TAGS and w.strip()}
+    return frozenset(found)
+
+
+def _code(text: str) -> frozenset[str]:
+    return frozenset(m[1] or m[2] for m in _CODE.finditer(text) if m[1] or m[2])
+
+
+def _quotes(text: str) -> frozenset[str]:
+    return frozenset(next(g for g in m.groups() if g) for m in _QUOTED.finditer(text))
