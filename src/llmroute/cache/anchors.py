@@ -18,7 +18,10 @@ capital of France" is not "the capital of Germany", ``parse_date`` is not ``pars
   (``os.path``) or a call's ``()``, and anything in backticks;
 * quotes — text between "…", '…', “…”, ‘…’, «…», 「…」 or 『…』.
 
-Every set is compared case-sensitively (entities) or as written (the rest).
+Each kind is read as the sequence of its anchors in order of appearance, repeats kept, and
+compared whole: "walk 3 miles … on average 3" is not "walk 3 miles … on average 4" even
+though both mention 3 and 4 somewhere, and "Holly influenced Elton John" is not "Elton John
+influenced Holly".
 """
 
 from __future__ import annotations
@@ -64,12 +67,12 @@ _QUOTED = re.compile(r"\"([^\"\n]{1,200})\"|“([^”\n]{1,200})”|‘([^’\n]
 
 
 class Anchors(NamedTuple):
-    """The facts of one prompt, each kind a frozenset of strings."""
+    """The facts of one prompt, each kind a tuple of strings in order of appearance."""
 
-    numbers: frozenset[str]
-    entities: frozenset[str]
-    code: frozenset[str]
-    quotes: frozenset[str]
+    numbers: tuple[str, ...]
+    entities: tuple[str, ...]
+    code: tuple[str, ...]
+    quotes: tuple[str, ...]
 
     @classmethod
     def of(cls, text: str) -> Anchors:
@@ -77,15 +80,15 @@ class Anchors(NamedTuple):
         return cls(_numbers(text), _entities(text), _code(text), _quotes(text))
 
     def as_lists(self) -> list[list[str]]:
-        """Sorted lists per kind (what an entry stores)."""
-        return [sorted(kind) for kind in self]
+        """One list per kind (what an entry stores)."""
+        return [list(kind) for kind in self]
 
     @classmethod
     def from_lists(cls, lists: list[list[str]]) -> Anchors:
         """The inverse of ``as_lists``. Raises ValueError for a wrong shape."""
         if len(lists) != 4 or not all(isinstance(k, list) for k in lists):
             raise ValueError("anchors: four lists expected")
-        return cls(*(frozenset(str(v) for v in k) for k in lists))
+        return cls(*(tuple(str(v) for v in k) for k in lists))
 
 
 KINDS = Anchors._fields
@@ -93,7 +96,7 @@ KINDS = Anchors._fields
 
 
 def differs(stored: Anchors, asked: Anchors) -> str | None:
-    """The first kind (``numbers``, ``entities``, ``code``, ``quotes``) whose set differs
+    """The first kind (``numbers``, ``entities``, ``code``, ``quotes``) whose sequence differs
     between the two prompts, or None when they pin down the same facts."""
     for kind, a, b in zip(KINDS, stored, asked, strict=True):
         if a != b:
@@ -101,18 +104,19 @@ def differs(stored: Anchors, asked: Anchors) -> str | None:
     return None
 
 
-def _numbers(text: str) -> frozenset[str]:
-    found = {f"{m[1]} {m[2] or ''}".strip() for m in _DIGITS.finditer(text)}
-    found |= {f"{m[1]}{m[2]}" for m in _MONEY.finditer(text)}
-    found |= {w.lower() for w in _WORD.findall(text) if w.lower() in NUMBER_WORDS}
+def _numbers(text: str) -> tuple[str, ...]:
+    found = [(m.start(), f"{m[1]} {m[2] or ''}".strip()) for m in _DIGITS.finditer(text)]
+    found += [(m.start(), f"{m[1]}{m[2]}") for m in _MONEY.finditer(text)]
+    found += [(m.start(), m[0].lower()) for m in _WORD.finditer(text)
+              if m[0].lower() in NUMBER_WORDS]
     if _CJK.search(text):
-        found |= {m[1] + m[2] for m in _HAN_NUM.finditer(text)}
-    return frozenset(found)
+        found += [(m.start(), m[1] + m[2]) for m in _HAN_NUM.finditer(text)]
+    return tuple(value for _, value in sorted(found))
 
 
-def _entities(text: str) -> frozenset[str]:
+def _entities(text: str) -> tuple[str, ...]:
     openers = {m.start(2) for m in _SENTENCE.finditer(text)}
-    found = set()
+    found = []
     for m in _WORD.finditer(text):
         word = m[0]
         if not word[0].isupper() or word == "I":
@@ -120,15 +124,15 @@ def _entities(text: str) -> frozenset[str]:
         acronym = word.isupper() and len(word) > 1
         if m.start() in openers and not acronym and word.lower() in OPENERS:
             continue
-        found.add(word)
+        found.append(word)
     if _CJK.search(text):
-        found |= {w for w, tag in rjieba.tag(text) if tag in ENTITY_TAGS and w.strip()}
-    return frozenset(found)
+        found += [w for w, tag in rjieba.tag(text) if tag in ENTITY_TAGS and w.strip()]
+    return tuple(found)
 
 
-def _code(text: str) -> frozenset[str]:
-    return frozenset(m[1] or m[2] for m in _CODE.finditer(text) if m[1] or m[2])
+def _code(text: str) -> tuple[str, ...]:
+    return tuple(m[1] or m[2] for m in _CODE.finditer(text) if m[1] or m[2])
 
 
-def _quotes(text: str) -> frozenset[str]:
-    return frozenset(next(g for g in m.groups() if g) for m in _QUOTED.finditer(text))
+def _quotes(text: str) -> tuple[str, ...]:
+    return tuple(next(g for g in m.groups() if g) for m in _QUOTED.finditer(text))
