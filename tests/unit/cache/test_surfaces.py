@@ -1,0 +1,51 @@
+"""The answer cache behind the translated surfaces (the router on a scripted upstream,
+rules gate: the exact tier): ``/v1/messages`` through the ``anthropic`` SDK and
+``/v1/chat/completions`` streamed both get their second identical request from the cache —
+the engine is asked once — with zero usage; the cache is off by default."""
+
+from __future__ import annotations
+
+import anthropic
+from fakes.router import httpx2_client, make_config, open_router
+from fakes.upstream import serve_upstream
+
+
+def config(up, **extra):
+    return make_config([{"id": "b0", "pool": "general", "base_url": up.base_url}],
+                       gate={"kind": "rules"}, **extra)
+
+
+async def test_messages_are_cached_like_chat():
+    async with serve_upstream(["ok"]) as up, \
+            open_router(config(up, cache={"enabled": True})) as (rt, client):
+        sdk = anthropic.AsyncAnthropic(api_key="x", base_url="http://router",
+                                       http_client=httpx2_client(client), max_retries=0)
+        ask = [{"role": "user", "content": "Name the largest planet."}]
+        first = await sdk.messages.with_raw_response.create(model="auto", max_tokens=64,
+                                                            messages=ask)
+        again = await sdk.messages.with_raw_response.create(model="auto", max_tokens=64,
+                                                            messages=ask)
+    assert len(up.requests) == 1
+    assert first.headers["x-llmroute-cache"] == "miss"
+    assert again.headers["x-llmroute-cache"] == "hit-exact"
+    cached, fresh = await again.parse(), await first.parse()
+    assert cached.content[0].text == fresh.content[0].text == "Hello from the fake engine."
+    assert (cached.usage.input_tokens, cached.usage.output_tokens) == (0, 0)
+
+
+async def test_a_stream_replays_as_sse_and_the_cache_is_off_by_default():
+    body = {"model": "auto", "stream": True, "messages": [{"role": "user", "content": "Hi"}]}
+    async with serve_upstream(["ok"]) as up, \
+            open_router(config(up, cache={"enabled": True})) as (_, client):
+        first = await client.post("/v1/chat/completions", json=body)
+        again = await client.post("/v1/chat/completions", json=body)
+    assert len(up.requests) == 1 and again.headers["x-llmroute-cache"] == "hit-exact"
+    events = [line for line in again.text.splitlines() if line.startswith("data: ")]
+    assert events[-1] == "data: [DONE]" and '"role":"assistant"' in events[0]
+    assert "Hello from the fake engine." in again.text and "finish_reason\":\"stop" in again.text
+    async with serve_upstream(["ok"]) as up, open_router(config(up)) as (rt, client):
+        await client.post("/v1/chat/completions", json=body)
+        plain = await client.post("/v1/chat/completions", json=body)
+    assert rt.cache is None and len(up.requests) == 2
+    assert "x-llmroute-cache" not in plain.headers
+    assert first.status_code == 200
