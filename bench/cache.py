@@ -16,8 +16,9 @@ name swaps, hit rate on real repeat traffic, and speed through the real server.
   instructions, replayed once as they are, one tenant: the hits come only from the repeats
   and near-repeats the sets contain (no repeats are added).
 * **Speed**: ``llmroute serve`` (cache on, the semantic gate) in front of
-  ``bench/lib/upstream.py``: the p50 of a served hit (client round trip on loopback, and the
-  server's own time) and the lookup's added time on a miss (``server-timing: cache;dur``).
+  ``bench/lib/upstream.py``: the p50 of a served hit (client round trip on loopback, beside a
+  miss's round trip in the same run; the lookup's and the gate's own times from
+  ``server-timing``) and the lookup's added time on a miss (``server-timing: cache;dur``).
 
 ``--quick``: samples (300 pairs per language and split, 300 questions, 200 repeats, 100
 timed requests); ``--smoke``: a few of each, to check every path runs. Last line:
@@ -162,6 +163,7 @@ def speed(n: int, rng: random.Random) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as folder:
         config = Path(folder) / "router.yaml"
         config.write_text(yaml.safe_dump({
+            "server": {"drain_delay_s": 0.0, "drain_timeout_s": 2},
             "pools": {"p": {}}, "routing": {"default_pool": "p"},
             "backends": [{"id": "b", "pool": "p", "engine": "openai", "model": "m",
                           "base_url": f"http://127.0.0.1:{up_port}"}],
@@ -177,17 +179,22 @@ def speed(n: int, rng: random.Random) -> dict[str, float]:
         finally:
             for p in procs:
                 p.terminate()
-                p.wait(10)
+                try:
+                    p.wait(30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
 
 
 def _timed(url: str, n: int, rng: random.Random) -> dict[str, float]:
     with httpx.Client(base_url=url, timeout=60) as http:
         _ready(http)
         asked = questions(n + 1, rng)
-        miss_ms, hit_ms, hit_server_ms = [], [], []
+        miss_ms, hit_ms, hit_server_ms, miss_trip, hit_gate = [], [], [], [], []
         for i, text in enumerate(asked):
             body = {"model": "auto", "messages": [{"role": "user", "content": text}]}
+            t0 = time.perf_counter()
             first = http.post("/v1/chat/completions", json=body)
+            miss_trip.append((time.perf_counter() - t0) * 1000)
             miss_ms.append(_cache_dur(first))
             t0 = time.perf_counter()
             again = http.post("/v1/chat/completions", json=body)
@@ -195,12 +202,15 @@ def _timed(url: str, n: int, rng: random.Random) -> dict[str, float]:
             if i and again.headers.get("x-llmroute-cache") == "hit-exact":
                 hit_ms.append(elapsed)
                 hit_server_ms.append(_cache_dur(again))
+                hit_gate.append(_cache_dur(again, "gate"))
         metrics = http.get("/metrics").text
     embeds = next((float(line.split()[-1]) for line in metrics.splitlines()
                    if line.startswith("llmroute_cache_embeds_total")), 0.0)
     out = {"hit_p50_ms": round(statistics.median(hit_ms), 3) if hit_ms else None,
            "hit_lookup_p50_ms": round(statistics.median(hit_server_ms), 3) if hit_ms else None,
            "miss_added_p50_ms": round(statistics.median(miss_ms), 3),
+           "miss_round_trip_p50_ms": round(statistics.median(miss_trip), 3),
+           "hit_gate_p50_ms": round(statistics.median(hit_gate), 3) if hit_gate else None,
            "miss_lookups_that_embedded": embeds / max(len(asked), 1)}
     print(f"speed: {len(hit_ms)} hits, {len(miss_ms)} misses: {out}")
     return out
@@ -218,11 +228,11 @@ def _ready(http: httpx.Client, timeout_s: float = 240.0) -> None:
     raise RuntimeError("llmroute serve did not start")
 
 
-def _cache_dur(answer: httpx.Response) -> float:
-    """The ``cache;dur=`` of the answer's ``server-timing`` (ms)."""
+def _cache_dur(answer: httpx.Response, step: str = "cache") -> float:
+    """The ``<step>;dur=`` of the answer's ``server-timing`` (ms)."""
     for part in answer.headers.get("server-timing", "").split(","):
         name, _, dur = part.strip().partition(";dur=")
-        if name == "cache":
+        if name == step:
             return float(dur)
     raise RuntimeError(f"no cache timing in {answer.headers.get('server-timing')!r}")
 

@@ -9,7 +9,9 @@ capital of France" is not "the capital of Germany", ``parse_date`` is not ``pars
 * numbers — digit runs (``1,000``, ``3.5``, ``1/2``) with the unit that follows (a word or
   symbol: ``5 km``, ``20%``, ``$3``, ``3岁``), English number words (one … twenty, the
   tens, hundred, thousand, million, billion, first … tenth) and Chinese numerals
-  (零一二两三四五六七八九十百千万亿 runs, with the measure word after them);
+  (零一二两三四五六七八九十百千万亿 runs, with the measure word after them; a lone 一 is not
+  read as a number: it is mostly part of a word — 一直, 一起, 一种, 统一 — and a swap from or
+  to one still shows, as the other prompt's numeral);
 * entities — capitalised Latin words that do not open a sentence, or do but are not common
   sentence openers (``OPENERS``), and ALL-CAPS acronyms; in Chinese text, the words rjieba's
   part-of-speech tagger marks as person (nr), place (ns), organisation (nt), other proper
@@ -110,7 +112,7 @@ def _numbers(text: str) -> tuple[str, ...]:
     found += [(m.start(), m[0].lower()) for m in _WORD.finditer(text)
               if m[0].lower() in NUMBER_WORDS]
     if _CJK.search(text):
-        found += [(m.start(), m[1] + m[2]) for m in _HAN_NUM.finditer(text)]
+        found += [(m.start(), m[1] + m[2]) for m in _HAN_NUM.finditer(text) if m[1] != "一"]
     return tuple(value for _, value in sorted(found))
 
 

@@ -15,7 +15,8 @@ answer, purge; and what the replicas exchange (docs/cache.md).
    (``tools``), when there is no vector (``no_vector``: the gate has no encoder), when no
    entry is at least ``threshold_for(intent)`` similar (``not_found``); else the
    ``candidates`` nearest are tried, most similar first, and each refused when the gate's
-   intent differs (``intent``), when the prompts' numbers, entities, code identifiers or
+   intent differs (``intent``: the stored prompt's label is neither the asked prompt's
+   nor a runner-up the gate gives at least ``CLOSE_INTENT``), when the prompts' numbers, entities, code identifiers or
    quoted strings differ (``numbers`` … ``quotes``: ``cache/anchors.py``), or when the
    order verifier refuses (``order``: a shared word out of place; ``wording``: too many
    words differ; ``cache/verify.py``). The first that passes is a ``hit-semantic``; when
@@ -55,6 +56,10 @@ Embed = Callable[[ChatRequest], Awaitable[Any]]
 
 ZERO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
 """A hit's usage: no engine token was used (the meter, quotas and cost see zero)."""
+
+CLOSE_INTENT = 0.25
+"""A runner-up at least this probable counts as the prompt's intent too (the gate calls a
+prompt both intents from this probability on: ``verdict.make_intent``'s composite rule)."""
 
 OUTBOX = 4096
 """Events kept for the other replicas while the exchange cannot send them."""
@@ -167,20 +172,21 @@ class AnswerCache:
             return Lookup("miss", "not_found", keys=k, vector=vector, store=True)
         asked = Anchors.of(k.query)
         asked_words = words(k.query) if self.cfg.verify else []
+        labels = intents_of(intent)
         first = None
         for entry, similarity in near:
-            refusal = self.refusal(entry, intent.label, asked, asked_words)
+            refusal = self.refusal(entry, labels, asked, asked_words)
             if refusal is None:
                 self.entries.touch(entry)
                 return Lookup("hit-semantic", "semantic", entry, similarity, k, vector)
             first = first or refusal
         return Lookup("miss", first or "not_found", keys=k, vector=vector, store=True)
 
-    def refusal(self, entry: Entry, label: str, asked: Anchors, asked_words: list[str]
-                ) -> str | None:
-        """Why ``entry`` may not answer a prompt of intent ``label`` with these anchors
-        and words, or None (module docstring, step 4)."""
-        if entry.intent != label:
+    def refusal(self, entry: Entry, labels: frozenset[str], asked: Anchors,
+                asked_words: list[str]) -> str | None:
+        """Why ``entry`` may not answer a prompt of intents ``labels`` (``intents_of``) with
+        these anchors and words, or None (module docstring, step 4)."""
+        if entry.intent not in labels:
             return "intent"
         kind = differs(entry.anchors, asked)
         if kind is not None:
@@ -255,6 +261,12 @@ class AnswerCache:
         self.metrics.stored.labels(source).inc()
         if evicted:
             self.metrics.dropped.labels("evicted").inc(evicted)
+
+
+def intents_of(intent: Intent) -> frozenset[str]:
+    """The verdict's label and its runners-up at least ``CLOSE_INTENT`` probable."""
+    return frozenset((intent.label, *(label for label, p in intent.runners_up
+                                      if p >= CLOSE_INTENT)))
 
 
 def served(entry: Entry, request: ChatRequest, created: int) -> dict[str, Any]:
