@@ -208,4 +208,7 @@ def _operator_paths(schemas: dict[str, Any]) -> dict[str, Any]:
         "/admin/reload": {"post": _op(
             "reload: re-read the config file's pools, backends and routing", _json(_OBJECT),
             security=_ADMIN)},
+        "/admin/cache/purge": {"post": _op(
+            "purge_cache: remove answer cache entries of a tenant, a key or all",
+            _json(_OBJECT), security=_ADMIN)},
     }
