@@ -53,7 +53,7 @@ from llmroute.config import GateConfig  # noqa: E402
 from llmroute.config.cache import CacheConfig  # noqa: E402
 from llmroute.gate.semantic import SemanticGate  # noqa: E402
 
-GRID = {"threshold": (0.8, 0.85, 0.9, 0.93), "max_changed": (0.04, 0.08, 0.12, 0.16),
+GRID = {"threshold": (0.8, 0.9, 0.93), "max_changed": (0.08, 0.12, 0.16, 0.2),
         "max_moved": (0, 1)}
 
 

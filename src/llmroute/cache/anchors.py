@@ -48,7 +48,10 @@ OPENERS = frozenset((
     "from about after before also then now today yes no hi hello hey thanks thank ok okay "
     "let let's lets compare summarize summarise translate define name calculate compute "
     "convert solve say suggest provide generate rewrite draft is it's its not any some all each "
-    "every one two three").split())
+    "every one two three his her hers their theirs its our ours these those such many most "
+    "several both few another other while although though since because during until "
+    "unless however therefore thus yet still only even just instead later finally first "
+    "then again").split())
 """Words that open a sentence capitalised without naming anything (lower case)."""
 
 ENTITY_TAGS = frozenset({"nr", "ns", "nt", "nz", "eng", "nrt", "nrfg"})

@@ -27,9 +27,10 @@ from typing import NamedTuple
 
 MAX_MOVED = 0
 """Default: no shared word may change places."""
-MAX_CHANGED = 0.08
-"""Default: at most 8 % of the two prompts' words may be in one only (PAWS-X dev: false
-hits ≤ 1.5 % in English and Chinese; ``bench/cache.py --calibrate``)."""
+MAX_CHANGED = 0.12
+"""Default: at most 12 % of the two prompts' words may be in one only (with every guard,
+on PAWS-X dev: false hits 0.6 % in English, 0.9 % in Chinese; 8 %: 0.5 % and 0.6 % at
+less recall, 16 % no more recall in English; ``bench/cache.py --calibrate``)."""
 
 _WORD = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]|[^\W_]+")
 

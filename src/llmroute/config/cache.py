@@ -33,7 +33,7 @@ class CacheConfig(Strict):
     threshold_by_intent: dict[str, float] = {}
     verify: bool = True
     max_moved: int = Field(0, ge=0)
-    max_changed: float = Field(0.08, ge=0, le=1)
+    max_changed: float = Field(0.12, ge=0, le=1)
     candidates: int = Field(4, ge=1, le=64)
     max_temperature: float = Field(1.0, ge=0)
     ttl_s: float = Field(3600.0, gt=0)
