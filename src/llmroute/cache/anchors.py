@@ -51,7 +51,8 @@ OPENERS = frozenset((
     "every one two three his her hers their theirs its our ours these those such many most "
     "several both few another other while although though since because during until "
     "unless however therefore thus yet still only even just instead later finally first "
-    "then again").split())
+    "then again be keep use answer note assume consider suppose imagine given question "
+    "task").split())
 """Words that open a sentence capitalised without naming anything (lower case)."""
 
 ENTITY_TAGS = frozenset({"nr", "ns", "nt", "nz", "eng", "nrt", "nrfg"})
