@@ -1,7 +1,8 @@
 """The answer cache behind the translated surfaces (the router on a scripted upstream,
 rules gate: the exact tier): ``/v1/messages`` through the ``anthropic`` SDK and
 ``/v1/chat/completions`` streamed both get their second identical request from the cache —
-the engine is asked once — with zero usage; the cache is off by default."""
+the engine is asked once — with zero usage; the cache is off by default; as an answer
+stage, a hit frees its priority place and replays the answer the output filter masked."""
 
 from __future__ import annotations
 
@@ -49,3 +50,26 @@ async def test_a_stream_replays_as_sse_and_the_cache_is_off_by_default():
     assert rt.cache is None and len(up.requests) == 2
     assert "x-llmroute-cache" not in plain.headers
     assert first.status_code == 200
+
+
+async def test_a_hit_frees_its_priority_place_and_replays_the_screened_answer(tmp_path):
+    (tmp_path / "words.txt").write_text("forbidden\n", encoding="utf-8")
+    screen = {"watch": False, "lists": [{"name": "w", "path": str(tmp_path / "words.txt"),
+                                         "action": "mask"}]}
+    priority = {"classes": [{"name": "standard", "ttft_target_s": 5}],
+                "watermarks": {"in_flight": 4}}
+    body = {"model": "auto", "messages": [{"role": "user", "content": "Say the word."}]}
+    async with serve_upstream(["ok"], reply="a forbidden word") as up, \
+            open_router(config(up, cache={"enabled": True}, priority=priority,
+                               content_filter=screen)) as (rt, client):
+        first = await client.post("/v1/chat/completions", json=body)
+        again = await client.post("/v1/chat/completions", json=body)
+        assert rt.priority is not None and rt.priority.active == 0
+    assert [type(s).__name__ for s in rt.stages] == ["PrioritySlot", "CachedAnswer",
+                                                     "OutputFilter"]
+    assert len(up.requests) == 1 and again.headers["x-llmroute-cache"] == "hit-exact"
+    assert again.headers["x-llmroute-priority"] == "standard"  # the slot wraps the hit
+    masked = first.json()["choices"][0]["message"]["content"]
+    assert "forbidden" not in masked and "word" in masked
+    assert again.json()["choices"][0]["message"]["content"] == masked
+    assert "cache;dur=" in again.headers["server-timing"]

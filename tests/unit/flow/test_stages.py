@@ -39,6 +39,7 @@ def parts(tmp_path: Path) -> dict[str, dict[str, Any]]:
         "strategies": {"dir": str(tmp_path / "strategies"), "watch": False},
         "content_filter": {"watch": False, "lists": [
             {"name": "w", "path": str(tmp_path / "words.txt"), "action": "mask"}]},
+        "cache": {"enabled": True},
     }
 
 
@@ -48,8 +49,11 @@ def parts(tmp_path: Path) -> dict[str, dict[str, Any]]:
     (("priority",), ["PrioritySlot"]),
     (("strategies",), ["TrialTiming"]),
     (("content_filter",), ["OutputFilter"]),
+    (("cache",), ["CachedAnswer"]),
     (("content_filter", "strategies", "priority", "auth"),
      ["UsageMeter", "PrioritySlot", "TrialTiming", "OutputFilter"]),
+    (("content_filter", "cache", "strategies", "priority", "auth"),
+     ["UsageMeter", "PrioritySlot", "CachedAnswer", "TrialTiming", "OutputFilter"]),
 ])
 async def test_the_stage_order_is_one_tuple_of_what_is_configured(tmp_path, monkeypatch,
                                                                   sections, order):
