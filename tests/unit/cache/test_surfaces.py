@@ -2,13 +2,19 @@
 rules gate: the exact tier): ``/v1/messages`` through the ``anthropic`` SDK and
 ``/v1/chat/completions`` streamed both get their second identical request from the cache —
 the engine is asked once — with zero usage; the cache is off by default; as an answer
-stage, a hit frees its priority place and replays the answer the output filter masked."""
+stage, a hit frees its priority place and replays the answer the output filter masked; a
+key that may not use the plan's pool gets its 403, not another key's entry."""
 
 from __future__ import annotations
+
+import time
 
 import anthropic
 from fakes.router import httpx2_client, make_config, open_router
 from fakes.upstream import serve_upstream
+
+from llmroute.policy.issue import issue_key
+from llmroute.policy.keys import Limits, Tenant
 
 
 def config(up, **extra):
@@ -73,3 +79,23 @@ async def test_a_hit_frees_its_priority_place_and_replays_the_screened_answer(tm
     assert "forbidden" not in masked and "word" in masked
     assert again.json()["choices"][0]["message"]["content"] == masked
     assert "cache;dur=" in again.headers["server-timing"]
+
+
+async def test_a_hit_is_refused_to_a_key_that_may_not_use_the_pool(tmp_path, monkeypatch):
+    monkeypatch.setenv("LLMROUTE_TEST_CACHE_ADMIN", "admin-key-for-tests")
+    auth = {"enabled": True, "keys_path": str(tmp_path / "keys.db"),
+            "admin_key_env": "LLMROUTE_TEST_CACHE_ADMIN"}
+    body = {"model": "auto", "messages": [{"role": "user", "content": "Name a colour."}]}
+    async with serve_upstream(["ok"]) as up, \
+            open_router(config(up, cache={"enabled": True}, auth=auth)) as (rt, client):
+        assert rt.policy is not None
+        await rt.policy.keys.put_tenant(Tenant("acme", Limits()))
+        allowed, _ = await issue_key(rt.policy.keys, "acme", time.time())
+        barred, _ = await issue_key(rt.policy.keys, "acme", time.time(), pools=("other",))
+        first = await client.post("/v1/chat/completions", json=body,
+                                  headers={"authorization": f"Bearer {allowed}"})
+        again = await client.post("/v1/chat/completions", json=body,
+                                  headers={"authorization": f"Bearer {barred}"})
+        rt.policy.keys.close()
+    assert first.headers["x-llmroute-cache"] == "miss" and len(up.requests) == 1
+    assert (again.status_code, again.json()["error"]["code"]) == (403, "pool_not_allowed")
