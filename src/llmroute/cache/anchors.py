@@ -31,8 +31,6 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-import rjieba
-
 NUMBER_WORDS = frozenset((
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
     "fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy "
@@ -132,6 +130,8 @@ def _entities(text: str) -> tuple[str, ...]:
             continue
         found.append(word)
     if _CJK.search(text):
+        import rjieba  # loads its dictionary (~0.5 s): only once Chinese text is read
+
         found += [w for w, tag in rjieba.tag(text) if tag in ENTITY_TAGS and w.strip()]
     return tuple(found)
 
