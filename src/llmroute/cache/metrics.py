@@ -1,8 +1,8 @@
 """The answer cache's metrics (docs/observe.md): ``llmroute_cache_requests_total{result,
 reason}`` (result ``hit-exact``, ``hit-semantic``, ``miss``, ``bypass``; reason: why a miss
 or bypass — the guard that refused, ``not_found``, ``no-cache`` … — or the tier of a
-hit), ``llmroute_cache_hit_seconds`` (the time to answer a hit, lookup to last byte handed
-on), ``llmroute_cache_lookup_seconds`` (the lookup alone, hits and misses),
+hit), ``llmroute_cache_hit_seconds`` (the time to answer a hit, from the lookup's start to
+the answer made: JSON, or the SSE replay ready to send), ``llmroute_cache_lookup_seconds`` (the lookup alone, hits and misses),
 ``llmroute_cache_entries`` and ``llmroute_cache_bytes`` (gauges, read at scrape time),
 ``llmroute_cache_stored_total{source}`` (``local``, ``fleet``),
 ``llmroute_cache_dropped_total{why}`` (``bad_entry``: did not decode; ``evicted``: LRU;

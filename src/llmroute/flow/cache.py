@@ -63,7 +63,7 @@ class CachedAnswer:
             caller.check_pool(d.plan.pool)
         if call.ticket is not None:  # no engine token was used
             await call.ticket.settle(0)
-        return hit(cache, call, d, found)
+        return hit(cache, call, d, found, t0)
 
     async def after(self, call: Call, routed: Routed) -> Routed:
         """A miss's or bypass's answer with its ``x-llmroute-cache`` header, stored when
@@ -83,9 +83,10 @@ def scope_of(cache: AnswerCache, caller: Caller | None, d: Decision) -> Scope:
     return Scope(tenant, key_id if cache.cfg.per_key else "", route, key_id)
 
 
-def hit(cache: AnswerCache, call: Call, d: Decision, found: Lookup) -> Routed:
-    """The answer of a hit ``found``: JSON, or replayed as SSE for a streamed request."""
-    t0 = time.perf_counter()
+def hit(cache: AnswerCache, call: Call, d: Decision, found: Lookup, t0: float) -> Routed:
+    """The answer of a hit ``found``: JSON, or replayed as SSE for a streamed request;
+    ``llmroute_cache_hit_seconds`` times it from ``t0``, the lookup's start
+    (``time.perf_counter``)."""
     assert found.entry is not None
     request = call.request
     body = served(found.entry, request, int(cache.now()))
