@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: setup engine demo test serve redis-server kubectl nginx
+.PHONY: setup engine demo test serve redis-server kubectl nginx valgrind
 
 setup: $(VENV)/.installed
 
@@ -60,7 +60,17 @@ nginx:
 	    nginx >/dev/null; } || \
 	  echo "nginx is not installed (needs root and apt-get): the nginx tests will skip"
 
-test: engine redis-server kubectl nginx
+# valgrind's callgrind counts instructions per request (bench/instructions.py; its test in
+# tests/unit/bench): Debian's valgrind package, installed once when missing. Without root and
+# apt-get that test skips and says why.
+valgrind:
+	@command -v valgrind >/dev/null 2>&1 && command -v callgrind_control >/dev/null 2>&1 || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    valgrind >/dev/null; } || \
+	  echo "valgrind is not installed (needs root and apt-get): the callgrind test will skip"
+
+test: engine redis-server kubectl nginx valgrind
 	$(PY) -m pytest
 
 # Debian's prometheus (with promtool), chromium and a CJK font, for the Prometheus, alert-rule and

@@ -46,7 +46,6 @@ import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
@@ -56,6 +55,7 @@ import policies as _policies
 import procs as _procs
 from idle import shallow_idle
 from overhead_report import report, report_only
+from paths import MASTER_KEY, cache_dir, chat_ok, router_config
 from rich.console import Console
 from rich.progress import Progress
 
@@ -64,17 +64,6 @@ LIB = HERE / "lib"
 LITELLM_VERSION = "1.108.7"
 CHUNKS, CHUNK_DELAY_MS = 20, 1.0
 PROXY_CORE, LOAD_CORE = {1}, {0}
-MASTER_KEY = "sk-" + "6c6c6d726f7574652d62656e63682d6b6579" * 2
-"""The key every path is sent (LiteLLM's proxy refuses to start without a master key)."""
-
-
-def cache_dir() -> Path:
-    """``$LLMROUTE_CACHE/bench`` (default ``~/.cache/llmroute/bench``)."""
-    root = Path(os.environ.get("LLMROUTE_CACHE") or "~/.cache/llmroute").expanduser()
-    (root / "bench").mkdir(parents=True, exist_ok=True)
-    return root / "bench"
-
-
 def litellm_bin(console: Console) -> Path:
     """The ``litellm`` proxy executable, installed once into its own venv."""
     venv = cache_dir() / f"litellm-{LITELLM_VERSION}"
@@ -85,33 +74,6 @@ def litellm_bin(console: Console) -> Path:
         subprocess.run([str(venv / "bin" / "pip"), "install", "-q",
                         f"litellm[proxy]=={LITELLM_VERSION}"], check=True)
     return exe
-
-
-def _chat_ok(url: str, path: str = "/v1/chat/completions", key: str = MASTER_KEY) -> bool:
-    body = json.dumps({"model": "bench", "messages": [{"role": "user", "content": "hi"}]})
-    req = urllib.request.Request(url + path, body.encode(),
-                                 {"content-type": "application/json",
-                                  "authorization": f"Bearer {key}"})
-    with urllib.request.urlopen(req, timeout=5) as resp:
-        return resp.status == 200
-
-
-def _llmroute_config(work: Path, upstream: str, gate: bool, observed: bool = False) -> Path:
-    path = work / ("llmroute-gate.yaml" if gate else
-                   "llmroute-observed.yaml" if observed else "llmroute.yaml")
-    audit = work / "observed-audit.sqlite3"
-    if observed:
-        audit.unlink(missing_ok=True)
-    path.write_text(f"""\
-pools: {{bench: {{}}}}
-backends:
-  - {{id: up, pool: bench, engine: openai, base_url: "{upstream}", model: bench,
-     context_length: 32768}}
-routing: {{default_pool: bench}}
-gate: {{kind: {'semantic' if gate else 'off'}}}
-responses: {{path: "{work / 'responses.sqlite3'}"}}
-""" + (f"""observe: {{log_requests: true, audit: {{path: "{audit}"}}}}\n""" if observed else ""))
-    return path
 
 
 def _policies_config(work: Path, upstream: str) -> Path:
@@ -159,17 +121,17 @@ def start_all(work: Path, console: Console, only: set[str] | None = None,
     llmroute = str(Path(py).with_name("llmroute"))
     specs = {
         "passthrough": [py, str(LIB / "passthrough.py"), "{port}", up.url],
-        "llmroute": [llmroute, "serve", "--config", str(_llmroute_config(work, up.url, False)),
+        "llmroute": [llmroute, "serve", "--config", str(router_config(work, up.url, False)),
                      "--port", "{port}", "--log-level", "warning"],
-        "llmroute-gate": [llmroute, "serve", "--config", str(_llmroute_config(work, up.url, True)),
+        "llmroute-gate": [llmroute, "serve", "--config", str(router_config(work, up.url, True)),
                           "--port", "{port}", "--log-level", "warning"],
         "llmroute-observed": [llmroute, "serve", "--config",
-                              str(_llmroute_config(work, up.url, False, observed=True)),
+                              str(router_config(work, up.url, False, observed=True)),
                               "--port", "{port}", "--log-level", "info"],
         POLICIES: [llmroute, "serve", "--config", str(_policies_config(work, up.url)),
                    "--port", "{port}", "--log-level", "warning"],
         "llmroute-pause": [py, str(LIB / "paused.py"), "{port}",
-                           str(_llmroute_config(work, up.url, False))],
+                           str(router_config(work, up.url, False))],
     }
     if litellm and (only is None or "litellm" in only):  # installed on first use (minutes)
         specs["litellm"] = [str(litellm_bin(console)), "--config",
@@ -191,7 +153,7 @@ def start_all(work: Path, console: Console, only: set[str] | None = None,
     try:
         for name, s in servers.items():
             key = KEYS.get(name, MASTER_KEY)
-            _procs.wait_ready(s, lambda url, key=key: _chat_ok(url, key=key), timeout_s=180)
+            _procs.wait_ready(s, lambda url, key=key: chat_ok(url, key=key), timeout_s=180)
     except BaseException:
         for s in servers.values():
             s.stop()
@@ -315,7 +277,7 @@ def gate_p50_ms(gap_ms: float, n: int = 300) -> float:
     from llmroute.assemble.gate import make_gate
     from loadgen import new_nonce, prompt
 
-    config = parse_config(_llmroute_config(cache_dir(), "http://127.0.0.1:9", True).read_text(),
+    config = parse_config(router_config(cache_dir(), "http://127.0.0.1:9", True).read_text(),
                           "gate")
     nonce = new_nonce()
 

@@ -42,7 +42,7 @@ def prompt(nonce: str, i: int) -> str:
     return f"Say hello to the benchmark. #{nonce}-{i}"
 
 
-def _bodies(model: str, stream: bool, api: str = "chat", store: bool = False
+def bodies(model: str, stream: bool, api: str = "chat", store: bool = False
             ) -> Iterator[bytes]:
     """Request bodies of the ``api``'s shape (the same prompt and output budget in each),
     each with a distinct prompt so no cache on the path can answer — also across runs: every
@@ -117,16 +117,16 @@ async def run(spec: dict) -> dict:
            "headers": {"content-type": "application/json",
                        "authorization": f"Bearer {spec.get('key', 'none')}",
                        **spec.get("headers", {})}}
-    bodies = _bodies(spec.get("model", "bench"), spec["stream"], spec.get("api", "chat"),
-                     spec.get("store", False))
+    texts = bodies(spec.get("model", "bench"), spec["stream"], spec.get("api", "chat"),
+                   spec.get("store", False))
     drive = _closed if spec["mode"] == "closed" else _open
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as session:
         warm_until = time.perf_counter() + spec["warmup_s"]
-        await drive(spec, session, bodies, out, warm_until)
+        await drive(spec, session, texts, out, warm_until)
         out["recording"], out["chunks_all"], out["chunks"] = True, out["chunks"], 0
         start = time.perf_counter()
-        await drive(spec, session, bodies, out, start + spec["duration_s"])
+        await drive(spec, session, texts, out, start + spec["duration_s"])
         out["duration_s"] = time.perf_counter() - start
         out["chunks_all"] += out["chunks"]
     del out["recording"], out["headers"]

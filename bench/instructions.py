@@ -1,0 +1,249 @@
+"""Instructions per request on bench/overhead.py's four paths, counted by callgrind: the
+request path's cost in a unit that does not move with the machine's speed or load.
+
+    python bench/instructions.py [--quick] [--stream] [--paths NAME ...] [-n N]
+
+Paths, each a real server on loopback in front of the same fast upstream
+(``bench/lib/upstream.py``): ``passthrough`` (the floor: Starlette + uvicorn + aiohttp, no
+routing; ``bench/lib/passthrough.py``), ``llmroute`` (``llmroute serve``, gate off),
+``llmroute-observed`` (gate off; the per-request log line at info to the server's log file
+and the SQLite decision audit on; ``bench/lib/paths.py``) and ``llmroute-policies`` (gate
+off; auth with a key whose limits never bind, a 10,000-word list filtering input and
+output; ``bench/lib/policies.py``). Each server runs under ``valgrind --tool=callgrind
+--instr-atstart=no`` (``bench/lib/callgrind.py``); the load generator and the upstream run
+natively and are never counted.
+
+Per path: ``WARMUP`` requests uninstrumented; an idle window (no request, ``IDLE_S``)
+measures the instructions per second of the server's timers; then ``ROUNDS`` windows of
+``n`` sequential requests on one keep-alive connection (each answer read whole before the
+next request; the bodies are the load generator's, ``loadgen.bodies``), instrumentation
+turned on before the first request and off after the server has finished what the requests
+left to do (the observed path: until the audit holds their rows and the log file their
+lines). A window's instructions less the timers' rate times its length, over its requests,
+is its instructions per request; a path's figure is the windows' total over all their
+requests, and the spread is the lowest and highest window. ``PYTHONHASHSEED=0`` in the
+servers, so dict and set layouts repeat run to run.
+
+The ratios (RESULT ``plain_vs_passthrough``, ``observed_vs_plain``, ``policies_vs_plain``)
+are of instructions per request, measured in the same run; targets: ≤ 1.9, ≤ 1.12, ≤ 1.15.
+``--quick``: 3 windows of 100 requests (under 3 minutes on 2 cores); full: 5 of 400. The
+dumps stay under ``$LLMROUTE_CACHE/bench/instructions-run`` (``callgrind_annotate`` them to
+see where the instructions go; the path of each is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import os
+import sqlite3
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
+
+import callgrind
+import policies
+import procs
+from loadgen import bodies
+from paths import AUDIT, MASTER_KEY, cache_dir, chat_ok, router_config
+
+HERE = Path(__file__).resolve().parent
+LIB = HERE / "lib"
+PATHS = ("passthrough", "llmroute", "llmroute-observed", "llmroute-policies")
+KEYS = {"passthrough": "passthrough", "llmroute": "plain", "llmroute-observed": "observed",
+        "llmroute-policies": "policies"}
+"""Path → its name in the RESULT keys."""
+TARGETS = {"plain_vs_passthrough": 1.9, "observed_vs_plain": 1.12, "policies_vs_plain": 1.15}
+WARMUP = 100
+IDLE_S = 2.0
+CHUNKS, CHUNK_DELAY_MS = 20, 1.0
+READY_TIMEOUT_S = 600.0
+SETTLE_TIMEOUT_S = 120.0
+REQUEST_LINE = b'"event":"request"'
+"""How the observed path's per-request log line reads in its log file (JSON lines)."""
+
+
+class Served:
+    """One path's server under callgrind: where it answers, the key it is sent, and
+    ``done(total)``: whether it has finished the work of ``total`` answered requests."""
+
+    def __init__(self, name: str, server: procs.Server, counted: callgrind.Counted,
+                 key: str, done: Callable[[int], bool] | None = None):
+        self.name, self.server, self.counted, self.key = name, server, counted, key
+        self.done = done or (lambda total: True)
+        self.answered = 0
+
+
+def command(name: str, work: Path, upstream: str) -> tuple[list[str], str]:
+    """Path ``name``'s server command (``{port}`` to fill in) and the key it is sent; its
+    config (and for the policies path its key store and word list) written into ``work``."""
+    py = sys.executable
+    serve = [str(Path(py).with_name("llmroute")), "serve", "--port", "{port}", "--config"]
+    if name == "passthrough":
+        return [py, str(LIB / "passthrough.py"), "{port}", upstream], MASTER_KEY
+    if name == "llmroute-policies":
+        config, key = policies.setup(work, upstream)
+        return [*serve, str(config), "--log-level", "warning"], key
+    observed = name == "llmroute-observed"
+    config = router_config(work, upstream, False, observed=observed)
+    return [*serve, str(config), "--log-level", "info" if observed else "warning"], MASTER_KEY
+
+
+def observed_done(work: Path, log: Path) -> Callable[[int], bool]:
+    """The observed path has finished ``total`` requests once the audit holds that many
+    rows and its log file that many request lines."""
+    def done(total: int) -> bool:
+        lines = log.read_bytes().count(REQUEST_LINE) if log.exists() else 0
+        if lines < total:
+            return False
+        try:
+            with contextlib.closing(sqlite3.connect(f"file:{work / AUDIT}?mode=ro",
+                                                    uri=True)) as conn:
+                rows = conn.execute("SELECT count(*) FROM audit").fetchone()[0]
+        except sqlite3.Error:
+            return False
+        return rows >= total
+    return done
+
+
+def start(names: list[str], work: Path, upstream: str) -> dict[str, Served]:
+    """Start each path's server under callgrind (all at once: start-up is the slow part
+    under valgrind) and wait until each answers."""
+    env = {"PYTHONHASHSEED": "0", policies.ADMIN_ENV: policies.ADMIN_KEY}
+    every = set(range(os.cpu_count() or 1))
+    out = {}
+    for name in names:
+        argv, key = command(name, work, upstream)
+        port = procs.free_port()
+        dumps = work / f"{name}.callgrind"
+        for old in work.glob(f"{name}.callgrind*"):
+            old.unlink()
+        argv = [a.replace("{port}", str(port)) for a in argv]
+        server = procs.start(name, callgrind.argv(dumps, argv), port, every, work, env)
+        done = observed_done(work, work / f"{name}.log") if name == "llmroute-observed" \
+            else None
+        out[name] = Served(name, server, callgrind.Counted(server.proc.pid, dumps), key, done)
+    try:
+        for p in out.values():
+            procs.wait_ready(p.server, lambda url, key=p.key: chat_ok(url, key=key),
+                             timeout_s=READY_TIMEOUT_S)
+            p.answered = 1
+    except BaseException:
+        stop(out)
+        raise
+    return out
+
+
+def stop(paths: dict[str, Served]) -> None:
+    """Stop every server."""
+    for p in paths.values():
+        p.server.stop()
+
+
+def send(path: Served, n: int, stream: bool) -> None:
+    """``n`` sequential requests on one keep-alive connection, each answer read whole; then
+    wait until the server has finished their work. Raises RuntimeError for an answer that
+    is not 200, or when the server does not settle in ``SETTLE_TIMEOUT_S``."""
+    conn = http.client.HTTPConnection("127.0.0.1", path.server.port, timeout=120)
+    headers = {"content-type": "application/json", "authorization": f"Bearer {path.key}"}
+    texts = bodies("bench", stream)
+    try:
+        for _ in range(n):
+            conn.request("POST", "/v1/chat/completions", next(texts), headers)
+            resp = conn.getresponse()
+            body = resp.read()
+            if resp.status != 200:
+                raise RuntimeError(f"{path.name}: {resp.status} {body[:200]!r}")
+            path.answered += 1
+    finally:
+        conn.close()
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    while not path.done(path.answered):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{path.name}: its work did not settle in {SETTLE_TIMEOUT_S} s")
+        time.sleep(0.05)
+
+
+def measure(path: Served, n: int, rounds: int, stream: bool) -> dict:
+    """Warm up, count the idle rate, then ``rounds`` windows of ``n`` requests."""
+    send(path, WARMUP, stream)
+    idle = path.counted.idle(IDLE_S)
+    windows = [path.counted.window(lambda: send(path, n, stream)) for _ in range(rounds)]
+    each = [callgrind.per_request(w, n, idle) for w in windows]
+    total = sum(w.instructions for w in windows)
+    seconds = sum(w.seconds for w in windows)
+    return {"per_request": (total - idle * seconds) / (n * rounds), "windows": each,
+            "idle_per_s": idle, "timers_share": idle * seconds / total,
+            "seconds_per_request": seconds / (n * rounds),
+            "dumps": [str(w.dump) for w in windows]}
+
+
+def ratios(res: dict[str, dict]) -> dict[str, float]:
+    """The RESULT ratios among the measured paths (those whose two paths were measured)."""
+    pairs = {"plain_vs_passthrough": ("llmroute", "passthrough"),
+             "observed_vs_plain": ("llmroute-observed", "llmroute"),
+             "policies_vs_plain": ("llmroute-policies", "llmroute")}
+    return {k: round(res[a]["per_request"] / res[b]["per_request"], 3)
+            for k, (a, b) in pairs.items() if a in res and b in res}
+
+
+def table(res: dict[str, dict], n: int, rounds: int, stream: bool) -> None:
+    """The human table."""
+    kind = "streamed" if stream else "JSON"
+    print(f"instructions per request (callgrind Ir, {kind}; {rounds} windows of {n} "
+          f"sequential requests after {WARMUP} warm-up; timers' rate subtracted)")
+    print(f"{'path':<20}{'per request':>14}{'windows min–max':>22}{'timers':>8}"
+          f"{'s/request':>11}")
+    for name, r in res.items():
+        spread = f"{min(r['windows']) / 1e3:,.0f}k–{max(r['windows']) / 1e3:,.0f}k"
+        print(f"{name:<20}{r['per_request']:>14,.0f}{spread:>22}"
+              f"{r['timers_share']:>8.1%}{r['seconds_per_request']:>11.3f}")
+    for key, value in ratios(res).items():
+        verdict = "met" if value <= TARGETS[key] else "MISSED"
+        print(f"{key:<22}{value:>6.3f}   target ≤ {TARGETS[key]}  {verdict}")
+    for name, r in res.items():
+        print(f"{name} dumps: {' '.join(r['dumps'])}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="3 windows of 100 requests")
+    parser.add_argument("--stream", action="store_true", help="streamed requests (SSE)")
+    parser.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS))
+    parser.add_argument("-n", type=int, help="requests per window (default 100, full 400)")
+    args = parser.parse_args()
+    why = callgrind.missing()
+    if why is not None:
+        print(f"instructions: {why}", file=sys.stderr)
+        return 2
+    n, rounds = (args.n or 100, 3) if args.quick else (args.n or 400, 5)
+    work = cache_dir() / "instructions-run"
+    work.mkdir(exist_ok=True)
+    port = procs.free_port()
+    up = procs.start("upstream", [sys.executable, str(LIB / "upstream.py"), str(port),
+                                  str(CHUNKS), str(CHUNK_DELAY_MS)], port,
+                     set(range(os.cpu_count() or 1)), work)
+    try:
+        procs.wait_ready(up, chat_ok, timeout_s=30)
+        paths = start(args.paths, work, up.url)
+        try:
+            res = {name: measure(p, n, rounds, args.stream) for name, p in paths.items()}
+        finally:
+            stop(paths)
+    finally:
+        up.stop()
+    table(res, n, rounds, args.stream)
+    result = {**ratios(res), **{f"{KEYS[name]}_instructions": round(r["per_request"])
+                                for name, r in res.items()},
+              "requests": n * rounds, "stream": args.stream}
+    print("RESULT " + json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
