@@ -1,21 +1,16 @@
 """Config → the sensitive-word filter (``policy.filter.ContentFilter``), or None without
-lists (then nothing is added to the request path); and its file watcher.
+lists (then nothing is added to the request path).
 
 Start-up reads the lists synchronously: a missing or bad list stops the start with
-``file:line`` messages. While serving, ``watch_filter`` reloads them when a list file
-changes (``content_filter.watch``), as ``assemble/strategies.py`` does for strategies.
+``file:line`` messages. While serving, ``assemble/watch.py`` reloads them when a list file
+changes (``content_filter.watch``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
-import watchfiles
-
-from llmroute.assemble.tasks import running
 from llmroute.config import EMBEDDED, Config
 from llmroute.observe.metrics import Metrics
 from llmroute.policy.filter import ContentFilter
@@ -45,30 +40,3 @@ def build_filter(config: Config, metrics: Metrics, wall_clock: Callable[[], floa
         return compile_lists(cfg.lists, paths, cfg.max_word_chars, Normalizer())
 
     return ContentFilter(load(), load, metrics.filter_hits, metrics.filter_reloads, wall_clock)
-
-
-async def watch(filt: ContentFilter, paths: list[Path], *, debounce_ms: int = 200,
-                stop: asyncio.Event | None = None) -> None:
-    """Reload ``filt`` whenever one of the list files ``paths`` is written, replaced or
-    removed (changes within ``debounce_ms`` ms are taken together), until cancelled or
-    ``stop`` is set."""
-    files = {p.resolve() for p in paths}
-    folders = sorted({str(p.parent) for p in files})
-
-    def ours(change: watchfiles.Change, path: str) -> bool:
-        return Path(path).resolve() in files
-
-    async for _ in watchfiles.awatch(*folders, watch_filter=ours, debounce=debounce_ms,
-                                     step=50, stop_event=stop, recursive=False):
-        await filt.reload()
-
-
-@contextlib.asynccontextmanager
-async def watch_filter(config: Config, filt: ContentFilter | None) -> AsyncIterator[None]:
-    """While the block runs, reload ``filt``'s lists when their files change (when there
-    is a filter and ``content_filter.watch``)."""
-    if filt is None or not config.content_filter.watch:
-        yield
-        return
-    async with running(watch(filt, list_paths(config))):
-        yield

@@ -22,7 +22,7 @@ from llmroute.anchor.store import SignalStore
 from llmroute.anchor.collector import Collector
 from llmroute.anchor.sources.kv_events import KvEventSubscriber
 from llmroute.assemble.anchor import make_collector
-from llmroute.assemble.strategies import watch_strategies
+from llmroute.assemble.watch import watch_strategies
 from llmroute.runtime import Runtime
 from llmroute.state.load import FleetLoad
 from llmroute.state.polls import SharedPolls

@@ -19,7 +19,9 @@ field`` messages), one that adds, removes or changes a backend llmroute starts i
 (``launch``: restart ``llmroute serve`` for that; unchanged ones keep running), a bad
 strategy file, and an added or changed backend that is not healthy in time. The other
 sections (server, gate, auth, limits, state, anchor, …) are not reloaded: a change there is
-reported in ``ignored`` and needs a restart. With ``--workers`` every worker gets the
+reported in ``ignored`` (``assemble/watch.config_diff``'s names: a section, or ``gate.FIELD``)
+and needs a restart — except ``gate.rules``, which the config file's watcher applies as soon
+as the file is saved (``assemble/watch.py``). With ``--workers`` every worker gets the
 parent's ``SIGHUP`` and reloads its own copy of the file (an HTTP reload reaches only the
 worker that took the connection: send ``SIGHUP`` to the parent instead).
 
@@ -44,6 +46,7 @@ import structlog
 from llmroute.assemble.generations import Generations
 from llmroute.assemble.probe import unhealthy
 from llmroute.assemble.runtime import make_backends, rewire
+from llmroute.assemble.watch import LIVE, config_diff, section
 from llmroute.config import (EMBEDDED, RELOADED_SECTIONS, BackendConfig, Config,
                              load_config)
 from llmroute.errors import ConfigError
@@ -56,7 +59,8 @@ log = structlog.get_logger("llmroute.reload")
 @dataclass(frozen=True)
 class Outcome:
     """What a reload did: backend ids ``added``, ``removed``, ``changed`` (replaced) and
-    ``kept``; ``ignored`` the changed config sections that need a restart; ``applied``
+    ``kept``; ``ignored`` the changed settings that need a restart (a section, or
+    ``gate.FIELD``); ``applied``
     False when pools, backends and routing were as before (nothing swapped)."""
 
     added: tuple[str, ...]
@@ -227,12 +231,12 @@ def _check_launch(current: Config, loaded: Config) -> None:
 
 
 def _diff(old: Runtime, loaded: Config, backends: dict[str, Backend]) -> Outcome:
-    """How ``backends`` differ from ``old``'s, and which other sections of ``loaded``
-    differ from ``old``'s config."""
+    """How ``backends`` differ from ``old``'s, and which other settings of ``loaded``
+    differ from ``old``'s config and need a restart (``watch.config_diff``'s names; not
+    ``watch.LIVE``: the config file's watcher applies those)."""
     before = old.backends
-    ignored = tuple(name for name in type(loaded).model_fields
-                    if name not in (*RELOADED_SECTIONS, "source")
-                    and getattr(loaded, name) != getattr(old.config, name))
+    ignored = tuple(name for name in config_diff(old.config, loaded)
+                    if section(name) not in RELOADED_SECTIONS and name not in LIVE)
     return Outcome(tuple(i for i in backends if i not in before),
                    tuple(i for i in before if i not in backends),
                    tuple(i for i in backends if i in before and before[i] != backends[i]),

@@ -35,7 +35,7 @@ from llmroute.assemble.anchor import (
     thermal_latch,
 )
 from llmroute.assemble.gate import make_gate
-from llmroute.assemble.filter import build_filter, watch_filter
+from llmroute.assemble.filter import build_filter
 from llmroute.assemble.generations import Generations
 from llmroute.assemble.cache import build_cache, share_cache
 from llmroute.assemble.healing import Healing
@@ -44,6 +44,7 @@ from llmroute.assemble.stages import answer_stages
 from llmroute.assemble.tasks import running
 from llmroute.assemble.strategies import handoff_store, make_book
 from llmroute.assemble.tokens import build_counter
+from llmroute.assemble.watch import watching
 from llmroute.backends.client import BackendClient
 from llmroute.backends.quirks import resolve, shaper
 from llmroute.config import BackendConfig, Config
@@ -246,7 +247,7 @@ async def open_runtime(config: Config, progress: Progress | None = None,
         await _share_breakers(stack, rt)
         await _heal(stack, rt)
         await share_cache(stack, config, rt.cache)
-        await stack.enter_async_context(watch_filter(config, rt.content_filter))
+        await stack.enter_async_context(watching(config, rt.gate, rt.content_filter))
         generations = generations or Generations()
         stack.push_async_callback(generations.close)
         await generations.open(rt)

@@ -1,23 +1,21 @@
-"""The strategy book of a config: load the ``strategies.dir`` files (or none) and watch them.
+"""The strategy book of a config: load the ``strategies.dir`` files (or none).
 
 Start-up reads the files synchronously (a bad file stops the start with file:line: field
-messages); while serving, ``watch_strategies`` reloads them on change (see
+messages); while serving, ``assemble/watch.py`` reloads them on change (see
 ``strategy/book.py``). Without a ``strategies`` section every request gets the built-in
 ``single`` strategy, exactly as before strategy files existed.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib.resources
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from llmroute.assemble.tasks import running
 from llmroute.config import EMBEDDED, Config, StrategiesConfig
-from llmroute.strategy.book import StrategyBook, watch
+from llmroute.strategy.book import StrategyBook
 from llmroute.strategy.handoffs import HandoffStore
 from llmroute.strategy.loader import Loader
 from llmroute.strategy.protocol import KindContext
@@ -77,15 +75,3 @@ def make_book(config: Config, backends: Mapping[str, Backend], wall_clock: Calla
         return StrategyBook(loader.builtin(), None, wall_clock, registry)
     return StrategyBook(loader.load_dir(directory), lambda: loader.load_dir(directory),
                         wall_clock, registry, str(directory))
-
-
-@contextlib.asynccontextmanager
-async def watch_strategies(config: Config, book: StrategyBook) -> AsyncIterator[None]:
-    """While the block runs, reload ``book`` when its files change (when the config has
-    ``strategies.watch``)."""
-    directory = strategy_dir(config)
-    if directory is None or config.strategies is None or not config.strategies.watch:
-        yield
-        return
-    async with running(watch(book, directory)):
-        yield

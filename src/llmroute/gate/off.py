@@ -4,6 +4,8 @@ explicit pool or model names only, and for measuring the gateway without its gat
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from llmroute.gate.health import GateHealth
 from llmroute.gate.intents import DEFAULT_INTENT
 from llmroute.types import ChatRequest, Intent
@@ -21,6 +23,9 @@ class NoGate:
     async def classify(self, request: ChatRequest) -> Intent:
         """Always ``OFF``."""
         return OFF
+
+    def replace_rules(self, rules: Mapping[str, Sequence[str]]) -> None:
+        """Nothing to do: no gate, no rules to apply."""
 
     async def start(self) -> None:
         """Nothing to load."""

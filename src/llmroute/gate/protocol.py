@@ -3,6 +3,7 @@ entry point."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from llmroute.gate.health import GateHealth
@@ -13,8 +14,8 @@ class Gate(Protocol):
     """Turns one request into the gate's verdict, on the event loop.
 
     ``start`` loads models without blocking the event loop; ``classify`` is the request
-    path's entry point (model work off the loop); ``close`` releases threads and watchers.
-    ``health`` counts the failures the gate tolerated, per stage (a Prometheus collector for
+    path's entry point (model work off the loop); ``close`` releases threads.
+    ``replace_rules`` swaps the config's override rules while serving; ``health`` counts the failures the gate tolerated, per stage (a Prometheus collector for
     the app's registry; ``health.GateHealth``).
     """
 
@@ -37,6 +38,12 @@ class Gate(Protocol):
         """The gate encoder's vector of the request's latest turn (``(d,)`` float32 ndarray,
         unit length), or None when the gate has no encoder (off, rules only, not started,
         failed); never raises."""
+        ...
+
+    def replace_rules(self, rules: Mapping[str, Sequence[str]]) -> None:
+        """Apply new ``gate.rules`` (intent → regexes) from now on, while serving (the
+        config file's watcher, ``assemble/watch.py``). Atomic: raises ConfigError for an
+        unknown intent or a bad pattern and keeps the rules it had."""
         ...
 
     async def close(self) -> None:

@@ -386,6 +386,11 @@ class RulesGate:
         needed). Never raises."""
         return self.classifier.intent(request)
 
+    def replace_rules(self, rules: Mapping[str, Sequence[str]]) -> None:
+        """Swap in a classifier with the new extra ``rules`` (atomic: a bad set raises
+        ConfigError and keeps the old one)."""
+        self.classifier = RulesClassifier(rules)
+
     async def start(self) -> None:
         """Nothing to load."""
 

@@ -11,7 +11,8 @@ Per request (docs/gate.md):
    English and Chinese alike) embeds the latest turn (micro-batched in the gate's worker
    thread) and the two opinions are combined, the encoder's under the same structure terms
    as the first stage (``verdict.structure_vector``; source ``fast+encoder``);
-5. config rule overrides (hot-reloaded) are applied last (source gains ``+rule``);
+5. config rule overrides are applied last (source gains ``+rule``; ``replace_rules`` swaps
+   them while serving);
 6. complexity from ``complexity.ComplexityScorer`` (the one formula) over the compressed
    text (so a 1 MB prompt costs what a 1 kB one does), with the request's token count for
    length.
@@ -63,7 +64,6 @@ from llmroute.gate.verdict import (
 from llmroute.types import ChatRequest, Intent
 
 _log = structlog.get_logger("llmroute.gate")
-CLOSE_TIMEOUT_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,20 +84,18 @@ class SemanticGate:
 
     ``examples`` (default: the shipped utterances plus ``cfg.utterances``) are what the heads
     fit on; ``encoder_folder`` overrides the exported model's folder (default: export on
-    first start, cached); ``config_path`` is watched for rule changes once started; ``clock``
-    (seconds) drives the cache's TTL; ``model`` is an already fitted ``GateModel`` to use
+    first start, cached); ``clock`` (seconds) drives the cache's TTL; ``model`` is an already fitted ``GateModel`` to use
     instead of fitting (``load`` then only adopts it). Construction does no I/O and raises ConfigError for bad
     override rules.
     """
 
     def __init__(self, cfg: GateConfig, *, examples: Sequence[tuple[str, str]] | None = None,
-                 encoder_folder: Path | None = None, config_path: Path | None = None,
+                 encoder_folder: Path | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  model: GateModel | None = None) -> None:
         self.cfg = cfg
         self._examples = examples
         self._folder = encoder_folder
-        self._config_path = config_path
         labels = tuple(dict.fromkeys([*INTENTS, *cfg.utterances]))
         self.overrides = RuleOverrides(cfg.rules, labels)
         self._rules = RulesClassifier()
@@ -109,8 +107,6 @@ class SemanticGate:
                                                        timer=clock)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llmroute-gate")
         self._batcher: MicroBatcher | None = None
-        self._watch: asyncio.Task[None] | None = None
-        self._stop = asyncio.Event()
         self.model: GateModel | None = None
         self._preset = model
 
@@ -142,23 +138,19 @@ class SemanticGate:
         return self.model
 
     async def start(self) -> None:
-        """Fit and load in the gate's worker thread, then watch the config for rule changes."""
+        """Fit and load in the gate's worker thread."""
         model = await asyncio.get_running_loop().run_in_executor(self._executor, self.load)
         if model.encoder is not None:
             self._batcher = MicroBatcher(model.encoder.encode, max_wait_ms=self.cfg.max_wait_ms,
                                          max_batch=self.cfg.max_batch, executor=self._executor)
-        if self._config_path is not None:
-            self._stop = asyncio.Event()
-            self._watch = asyncio.create_task(
-                self.overrides.watch(self._config_path, stop=self._stop))
+
+    def replace_rules(self, rules: Mapping[str, Sequence[str]]) -> None:
+        """Swap in new override rules (``RuleOverrides.replace``: a bad set raises
+        ConfigError and keeps the old one); cached answers get the new rules too."""
+        self.overrides.replace(rules)
 
     async def close(self) -> None:
-        """Stop watching and release the worker thread."""
-        if self._watch is not None:
-            self._stop.set()
-            done, _ = await asyncio.wait({self._watch}, timeout=CLOSE_TIMEOUT_S)
-            if not done:
-                self._watch.cancel()
+        """Release the worker thread."""
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     async def classify(self, request: ChatRequest) -> Intent:

@@ -1,4 +1,5 @@
-"""The live strategies: the current StrategySet, swapped whole on reload, and the watcher.
+"""The live strategies: the current StrategySet, swapped whole on reload (the folder's
+watcher is ``assemble/watch.py``'s).
 
 A reload loads the whole directory again. An invalid file keeps the old set (and says why:
 log, ``llmroute_strategy_reloads_total{outcome="invalid"}``, ``status``). A changed file
@@ -14,15 +15,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 import structlog
-import watchfiles
 from prometheus_client import CollectorRegistry, Counter
 
 from llmroute.config.yaml import describe
 from llmroute.errors import ConfigError
-from llmroute.strategy.loader import SUFFIXES, cross_problems
+from llmroute.strategy.loader import cross_problems
 from llmroute.strategy.protocol import NO_HEADERS, Matched
 from llmroute.strategy.snapshot import Entry, StrategySet
 from llmroute.strategy.spec import version_text
@@ -142,18 +141,3 @@ def _stale_message(entry: Entry, prev: Entry) -> str:
     text = (f"version {version_text(entry.spec.version)} is not higher than the loaded "
             f"{prev.header}: change refused")
     return describe([(("version",), text)], entry.root, entry.source)
-
-
-async def watch(book: StrategyBook, directory: Path, *, debounce_ms: int = 200,
-                stop: asyncio.Event | None = None) -> None:
-    """Reload ``book`` whenever a strategy file in ``directory`` is added, changed or
-    removed (changes within ``debounce_ms`` ms are taken together), until cancelled or
-    ``stop`` is set."""
-    async for _ in watchfiles.awatch(directory, watch_filter=_strategy_file,
-                                     debounce=debounce_ms, step=50, stop_event=stop,
-                                     recursive=False):
-        await book.reload()
-
-
-def _strategy_file(change: watchfiles.Change, path: str) -> bool:
-    return Path(path).suffix in SUFFIXES

@@ -111,31 +111,6 @@ def test_bad_override_rules_raise_config_error() -> None:
         RuleOverrides({"code": ["("]}, INTENTS)
 
 
-ROUTER_YAML = """\
-pools: {general: {}}
-backends: [{id: a, pool: general, engine: vllm, base_url: "http://127.0.0.1:9"}]
-routing: {default_pool: general}
-"""
-
-
-async def test_overrides_hot_reload_from_the_config_file(tmp_path: Path) -> None:
-    path = tmp_path / "router.yaml"
-    path.write_text(ROUTER_YAML + "gate: {rules: {code: ['kubernetes']}}\n")
-    rules = RuleOverrides({"code": ["kubernetes"]}, INTENTS)
-
-    stop = asyncio.Event()
-    task = asyncio.create_task(rules.watch(path, stop=stop))
-    await asyncio.sleep(0.3)
-    path.write_text(ROUTER_YAML + "gate: {rules: {tool_call: ['\\bRFC ?\\d+']}}\n")
-    for _ in range(100):
-        if rules.reloads:
-            break
-        await asyncio.sleep(0.05)
-    stop.set()
-    await task
-    assert rules.match("see RFC 9110") == "tool_call" and rules.match("kubernetes") is None
-
-
 def test_export_writes_fp32_int8_and_tokenizer_that_agree(tmp_path: Path) -> None:
     out = export(tmp_path / "minilm")
     assert is_complete(out) and {FP32, INT8, TOKENIZER} <= {p.name for p in out.iterdir()}

@@ -16,7 +16,7 @@ import pytest
 from fakes.router import make_config, open_router
 from fakes.upstream import Upstream, serve_upstream
 
-from llmroute.assemble.filter import watch
+from llmroute.assemble.watch import word_lists
 from llmroute.errors import ConfigError
 from llmroute.runtime import Runtime
 
@@ -195,19 +195,29 @@ async def test_the_watcher_reloads_a_changed_list(tmp_path):
         filt = rt.content_filter
         assert filt is not None
         stop = asyncio.Event()
-        task = asyncio.create_task(watch(filt, [tmp_path / "b.txt"], debounce_ms=20,
-                                         stop=stop))
-        await asyncio.sleep(0.3)
-        (tmp_path / "b.txt").write_text("bad\nhello\n", encoding="utf-8")
-        for _ in range(100):
-            if filt.status.outcome == "applied":
+        task = asyncio.create_task(word_lists(filt, [tmp_path / "b.txt"], debounce_ms=20,
+                                              stop=stop))
+        loaded = filt.status
+        for _ in range(100):  # the same list saved again until the watcher reloads it: armed
+            (tmp_path / "b.txt").write_text("bad\n", encoding="utf-8")
+            if await until(lambda: filt.status is not loaded, 0.1):
                 break
-            await asyncio.sleep(0.05)
+        assert filt.status.words == 1
+        (tmp_path / "b.txt").write_text("bad\nhello\n", encoding="utf-8")
+        assert await until(lambda: filt.status.words == 2, 5.0)
         stop.set()
         await asyncio.wait_for(task, 5)
         assert filt.status.outcome == "applied"
         r = await client.post("/v1/chat/completions", json=chat("hello"))
         assert r.status_code == 400
+
+
+async def until(ok, timeout_s: float) -> bool:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not ok() and loop.time() < deadline:
+        await asyncio.sleep(0.02)
+    return ok()
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])

@@ -1,15 +1,17 @@
 """Hot reload over real files: a higher version applies, an equal or lower one is refused,
 a broken file keeps the old set, a removed file retires its strategy, and a request keeps
-the set it matched against. One test runs the real watcher (watchfiles)."""
+the set it matched against. One test runs the real watcher (``assemble/watch.py``, watchfiles)."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 
 from fakes.clock import FakeClock
 from prometheus_client import CollectorRegistry
 
-from llmroute.strategy.book import StrategyBook, watch
+from llmroute.assemble.watch import strategy_files
+from llmroute.strategy.book import StrategyBook
 from llmroute.types import ChatRequest, Intent
 
 REQ = ChatRequest("chat", {}, "auto", False, "hello", 2, None, "r")
@@ -90,12 +92,18 @@ async def test_a_removed_file_retires_its_strategy_and_unchanged_is_a_no_op(
 
 async def test_the_watcher_applies_an_edit_and_refuses_a_broken_file(
         loader, write, tmp_path, strategy_yaml):
-    write("a.yaml", strategy_yaml("a", version=1))
+    first = strategy_yaml("a", version=1)
+    write("a.yaml", first)
     book = book_of(loader, tmp_path)
     stop = asyncio.Event()
-    task = asyncio.create_task(watch(book, tmp_path, debounce_ms=50, stop=stop))
+    task = asyncio.create_task(strategy_files(book, tmp_path, debounce_ms=50, stop=stop))
     try:
-        await asyncio.sleep(0.3)  # the watcher is up
+        loaded = book.status
+        for _ in range(100):  # the same file saved again until the watcher reloads it: armed
+            write("a.yaml", first)
+            if await _seen(lambda: book.status is not loaded):
+                break
+        assert book.status.outcome == "unchanged"
         write("a.yaml", strategy_yaml("a", version=2))
         await _until(lambda: book.current.get("a").header == "a@2")
         write("a.yaml", "strategy_id: a\nversion: [\n")
@@ -105,6 +113,46 @@ async def test_the_watcher_applies_an_edit_and_refuses_a_broken_file(
     finally:
         stop.set()
         await asyncio.wait_for(task, 5)
+
+
+def configmap_version(root, version: str, text: str) -> None:
+    """Kubernetes' ConfigMap volume update: a new ``..VERSION`` folder holding ``a.yaml``,
+    then an atomic swap of the ``..data`` link to it (``a.yaml`` is a link through it)."""
+    folder = root / f"..{version}"
+    folder.mkdir()
+    (folder / "a.yaml").write_text(text, encoding="utf-8")
+    (root / "..data_tmp").symlink_to(folder.name)
+    os.replace(root / "..data_tmp", root / "..data")
+
+
+async def test_a_configmap_update_of_the_folder_is_seen(loader, tmp_path, strategy_yaml):
+    """The folder a ConfigMap is mounted at changes no ``*.yaml`` entry of its own (they
+    are links through ``..data``): the ``..data`` swap is what the watcher sees."""
+    configmap_version(tmp_path, "v1", strategy_yaml("a", version=1))
+    (tmp_path / "a.yaml").symlink_to("..data/a.yaml")
+    book = book_of(loader, tmp_path)
+    stop = asyncio.Event()
+    task = asyncio.create_task(strategy_files(book, tmp_path, debounce_ms=50, stop=stop))
+    try:
+        loaded = book.status
+        for i in range(100):  # the same file in a new version until the watcher reloads: armed
+            configmap_version(tmp_path, f"p{i}", strategy_yaml("a", version=1))
+            if await _seen(lambda: book.status is not loaded):
+                break
+        configmap_version(tmp_path, "v2", strategy_yaml("a", version=2, pool="code"))
+        await _until(lambda: book.current.get("a").header == "a@2")
+        assert book.current.get("a").spec.pool == "code"
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 5)
+
+
+async def _seen(done, timeout_s: float = 0.1) -> bool:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not done() and loop.time() < deadline:
+        await asyncio.sleep(0.02)
+    return done()
 
 
 async def _until(done, timeout_s: float = 5.0) -> None:
