@@ -5,7 +5,7 @@ from it does not reach the limiter: with ``fail_closed`` false (the default) ``r
 admits and ``lease`` grants an unmetered lease (``admit`` both: limits are not enforced
 while the store is down); with ``fail_closed`` true they raise StateUnavailable (503).
 ``adjust``, ``release`` and ``settle`` never raise: their state lapses by TTL (dropped
-here, or sent and lost: the inner store's ``lost``, when it has one, counts too). A store
+here, or sent and lost: the inner store's ``lost`` counts too). A store
 whose ``queues_settlements`` is true (Redis: ``adjust`` and ``settle`` return once queued)
 is never probed with those: returning proves nothing. Once the
 store failed, only one call per ``retry_s`` seconds tries it again (the others answer at
@@ -46,11 +46,17 @@ class Guarded:
     def __init__(self, inner: StateStore, *, fail_closed: bool, retry_s: float,
                  clock: Callable[[], float]):
         self.inner, self._closed, self._retry_s, self._clock = inner, fail_closed, retry_s, clock
-        self._queued = bool(getattr(inner, "queues_settlements", False))
+        self.queues_settlements = inner.queues_settlements
         self.up = True
         self._retry_at = 0.0
         self.unmetered = self.refused = self.dropped = self.outages = 0
         self._log = structlog.get_logger("llmroute")
+
+    @property
+    def lost(self) -> int:
+        """``inner.lost``: settlements sent and not taken (those dropped here while the
+        store was down are in ``dropped``)."""
+        return self.inner.lost
 
     async def reserve(self, charges: Charges) -> Grant:
         """``inner.reserve``; while the store is down, every charge admitted (fail open)."""
@@ -64,7 +70,7 @@ class Guarded:
 
     async def adjust(self, charges: Charges) -> None:
         """``inner.adjust``, dropped while the store is down."""
-        await self._call(self.inner.adjust, charges, settle=True, blind=self._queued)
+        await self._call(self.inner.adjust, charges, settle=True, blind=self.queues_settlements)
 
     async def release(self, name: str, lease_id: str) -> None:
         """``inner.release``, dropped for the unmetered lease or while the store is down
@@ -94,7 +100,8 @@ class Guarded:
                 return await self.inner.settle(charges, metered)
             except StateUnavailable as exc:
                 self._went_down(exc, self._clock())
-        await self._call(self.inner.settle, charges, metered, settle=True, blind=self._queued)
+        await self._call(self.inner.settle, charges, metered, settle=True,
+                         blind=self.queues_settlements)
 
     async def ping(self) -> None:
         """``inner.ping``; logs (once) and counts when the store does not answer, never
@@ -156,7 +163,7 @@ class Guarded:
         calls = CounterMetricFamily("llmroute_state_unavailable_calls", "State-store calls "
                                     "answered without the store, by outcome",
                                     labels=["outcome"])
-        dropped = self.dropped + getattr(self.inner, "lost", 0)  # sent, then failed
+        dropped = self.dropped + self.inner.lost  # sent, then failed
         for outcome, n in (("unmetered", self.unmetered), ("refused", self.refused),
                            ("dropped", dropped)):
             calls.add_metric([outcome], n)

@@ -23,7 +23,11 @@ SWEEP_EVERY = 4096
 
 
 class MemoryStore:
-    """``StateStore`` in this process; ``clock`` gives monotonic seconds."""
+    """``StateStore`` in this process; ``clock`` gives monotonic seconds. Every call is
+    applied before it returns: nothing is queued, nothing lost."""
+
+    queues_settlements = False
+    lost = 0
 
     def __init__(self, clock: Callable[[], float]):
         self._clock = clock

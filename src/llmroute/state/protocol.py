@@ -122,7 +122,19 @@ class Grant(NamedTuple):
 class StateStore(Protocol):
     """Shared policy state (module docstring). Every method raises StateUnavailable when
     the store cannot answer within its time bound (``adjust`` and ``settle`` may instead
-    count the failure: module docstring)."""
+    count the failure: module docstring).
+
+    ``queues_settlements``: True when ``adjust`` and ``settle`` return once queued, before
+    they are applied (their return then proves nothing about the store: ``state/guard.py``
+    never probes with them); ``lost`` counts the queued ones the store did not take (0 for
+    a store that waits for them)."""
+
+    queues_settlements: bool
+
+    @property
+    def lost(self) -> int:
+        """Settlements sent but not applied (their state lapses by TTL)."""
+        ...
 
     async def reserve(self, charges: Charges) -> Grant:
         """Take every charge, or none when one does not fit (a bucket below its cost, a

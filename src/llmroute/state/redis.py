@@ -44,6 +44,8 @@ class RedisStore:
     ``timeout_s`` seconds or raises StateUnavailable. ``clock`` (seconds) replaces Redis's
     ``TIME`` when given. No I/O until the first call."""
 
+    queues_settlements = True  # settle and adjust return once queued
+
     def __init__(self, url: str, timeout_s: float, *, prefix: str = "llmroute:",
                  pool_size: int = 64, clock: Callable[[], float] | None = None):
         pool = aioredis.BlockingConnectionPool.from_url(
@@ -54,7 +56,6 @@ class RedisStore:
         self._admit = self._redis.register_script(lua.ADMIT)
         self._settle = self._redis.register_script(lua.SETTLE)
         self.batcher = Batcher(self._redis, timeout_s, scripts=(self._admit, self._settle))
-        self.queues_settlements = True  # settle and adjust return once queued
         self._ids = itertools.count()
         self._stem = secrets.token_hex(8) + "-"
 
