@@ -64,7 +64,10 @@ class Scorer(Protocol):
 
 class Picker(Protocol):
     """Orders backends from ``{backend_id: total score}``: first = chosen, rest = fallback.
-    Returns every key exactly once (non-empty when ``scored`` is)."""
+    Returns every key exactly once (non-empty when ``scored`` is). ``name`` is its
+    registered type name (``argmax``, ``p2c``, …), as ``/debug/backends`` shows it."""
+
+    name: str
 
     def pick(self, scored: dict[str, float]) -> list[str]: ...
 

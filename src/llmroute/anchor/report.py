@@ -32,7 +32,7 @@ def backends_report(backends: Mapping[str, Backend], profile: Profile, store: Si
     return {
         "now_s": now, "stale_after_s": store.stale_after_s,
         "weights": {s.name: w for s, w in profile.scorers},
-        "picker": getattr(profile.picker, "name", type(profile.picker).__name__),
+        "picker": profile.picker.name,
         "backends": [_backend(b, store, snapshot, scores.get(b.id, ({}, None)), now)
                      for b in backends.values()],
     }
