@@ -43,7 +43,7 @@ async def served(path: Path) -> AsyncIterator[tuple[str, Reloader, list[Discover
     gens = Generations()
     async with open_runtime(config, None, gens) as rt:
         app = create_app(config, runtime=rt)
-        app.state.reloader = reloader = Reloader(app, None, gens, drain_timeout_s=10.0)
+        app.reloader = reloader = Reloader(app, None, gens, drain_timeout_s=10.0)
         async with discovering(reloader, config.discovery, rt.metrics.registry) as found, \
                 serve_in_background(app) as url:
             yield url, reloader, found

@@ -48,7 +48,7 @@ async def served(path: Path) -> AsyncIterator[tuple[str, Reloader]]:
     gens = Generations()
     async with open_runtime(config, None, gens) as rt:
         app = create_app(config, runtime=rt)
-        app.state.reloader = reloader = Reloader(app, None, gens, health_timeout_s=1.0,
+        app.reloader = reloader = Reloader(app, None, gens, health_timeout_s=1.0,
                                                  drain_timeout_s=10.0)
         async with serve_in_background(app) as url:
             yield url, reloader

@@ -35,6 +35,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from llmroute.api.body import read_json
+from llmroute.api.gateway import gateway
 from llmroute.api.responses import json_response
 from llmroute.errors import ConfigError, InvalidRequest, LLMRouteError, ModelNotFound
 from llmroute.policy.gateway import Policy
@@ -160,7 +161,7 @@ def _policy(request: Request) -> Policy:
 
 async def reload_config(request: Request) -> Response:
     """``POST /admin/reload``: apply the config file's backends (module docstring)."""
-    reloader = getattr(request.app.state, "reloader", None)
+    reloader = gateway(request).reloader
     if reloader is None:
         raise ModelNotFound("this router cannot reload: it was not started by llmroute "
                             "serve", code="not_found")

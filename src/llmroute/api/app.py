@@ -20,7 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from llmroute.flow import pipeline
 from llmroute.api.admin_cache import purge_cache
@@ -34,13 +34,13 @@ from llmroute.api.admin import (
 )
 from llmroute.api.dashboard import dashboard
 from llmroute.api.debug_backends import debug_backends
-from llmroute.api.drain import DRAIN_RETRY_AFTER_S, Drain
 from llmroute.api.debug_fuse import debug_fuse
 from llmroute.api.debug_requests import debug_requests
 from llmroute.api.debug_route import debug_route
 from llmroute.api.debug_strategies import debug_strategies
 from llmroute.api.errors import on_http_error, on_llmroute_error, on_unexpected
 from llmroute.api.exchange import Exchange
+from llmroute.api.gateway import Gateway
 from llmroute.api.handoffs import (
     answer_handoff,
     claim_handoff,
@@ -59,7 +59,7 @@ from llmroute.api.wire import parse_chat, parse_completion, parse_embeddings
 from llmroute.config import Config
 from llmroute.config.server import CorsConfig
 from llmroute.flow.embeddings import route_embeddings
-from llmroute.errors import LLMRouteError, ShuttingDown
+from llmroute.errors import LLMRouteError
 from llmroute.runtime import Runtime
 
 Opener = Callable[[], AbstractAsyncContextManager[Runtime]]
@@ -67,7 +67,7 @@ Opener = Callable[[], AbstractAsyncContextManager[Runtime]]
 
 
 def create_app(config: Config, *, runtime: Runtime | None = None,
-               opener: Opener | None = None) -> Starlette:
+               opener: Opener | None = None) -> Gateway:
     """The Starlette app for ``config`` over ``runtime``, else over the Runtime ``opener()``
     opens for the app's lifespan. Raises TypeError when neither is given."""
     if runtime is None and opener is None:
@@ -110,35 +110,6 @@ def _cors(c: CorsConfig) -> dict[str, Any] | None:
     return {"allow_origins": c.allow_origins, "allow_methods": c.allow_methods,
             "allow_headers": c.allow_headers, "allow_credentials": c.allow_credentials,
             "expose_headers": c.expose_headers, "max_age": c.max_age_s}
-
-
-class Gateway(Starlette):
-    """Starlette, except that ``POST`` to the OpenAI endpoints goes straight to their
-    ``Exchange`` (no routing or middleware layers: the request path's CPU matters most, see
-    ``bench/overhead.py``; with CORS on, its middleware wraps them). Every other path, and
-    these under a ``root_path``, go through Starlette's routing and middleware as
-    usual. ``drain``: while it is active, they answer
-    503 ``server_shutting_down`` (``api/drain.py``), in each exchange's own shape."""
-
-    def __init__(self, hot: dict[str, ASGIApp], exchanges: dict[str, Exchange],
-                 **kwargs: Any):
-        super().__init__(**kwargs)
-        self._hot, self._exchanges = hot, exchanges
-        self.drain = Drain()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        hot = self._hot.get(scope["path"]) if scope["type"] == "http" \
-            and scope["method"] == "POST" else None
-        if hot is None:
-            await super().__call__(scope, receive, send)
-            return
-        scope["app"] = self
-        if self.drain.since is not None:
-            exc = ShuttingDown("the server is shutting down; retry the request",
-                               retry_after_s=DRAIN_RETRY_AFTER_S)
-            await self._exchanges[scope["path"]].refuse(scope, receive, send, exc)
-            return
-        await hot(scope, receive, send)
 
 
 def _routes(hot: dict[str, Exchange]) -> list[Route]:

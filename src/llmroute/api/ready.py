@@ -32,6 +32,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from llmroute.anchor.store import SignalStore
+from llmroute.api.gateway import gateway
 from llmroute.api.responses import json_response
 from llmroute.runtime import Runtime
 from llmroute.types import BreakerState
@@ -40,8 +41,7 @@ from llmroute.types import BreakerState
 async def ready(request: Request) -> Response:
     """``GET /ready``: 200 when some backend serves, else 503 (module docstring)."""
     body = readiness(request.app.state.runtime)
-    drain = getattr(request.app, "drain", None)
-    if drain is not None and drain.active:
+    if gateway(request).drain.active:
         body["status"] = "draining"
         return json_response(body, 503)
     return json_response(body, 200 if body["usable_backends"] else 503)

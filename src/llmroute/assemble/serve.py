@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from starlette.applications import Starlette
 
 from llmroute.api.app import create_app
+from llmroute.api.gateway import Gateway
 from llmroute.api.server import bind_socket, serve_app
 from llmroute.api.tls import check_tls
 from llmroute.assemble.discovery import discovering
@@ -75,10 +76,10 @@ async def _serve_runtime(config: Config, rt: Runtime, gens: Generations,
 
 
 @contextlib.contextmanager
-def reloading(app: Starlette, gens: Generations) -> Iterator[Reloader]:
+def reloading(app: Gateway, gens: Generations) -> Iterator[Reloader]:
     """While the block runs: ``app`` reloads its backends on ``POST /admin/reload`` and on
     ``SIGHUP`` (``assemble/reload.py``; a refused reload is logged)."""
-    reloader = app.state.reloader = Reloader(app, None, gens)
+    reloader = app.reloader = Reloader(app, None, gens)
     loop = asyncio.get_running_loop()
     tasks: set[asyncio.Task[None]] = set()
 
