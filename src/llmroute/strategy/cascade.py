@@ -35,7 +35,7 @@ from pydantic import Field, field_validator
 from llmroute.errors import LLMRouteError
 from llmroute.strategy.answers import non_streamed, without_logprobs
 from llmroute.strategy.checks import mean_logprob
-from llmroute.strategy.protocol import KindContext, Run, Scorer, Served
+from llmroute.strategy.protocol import KindContext, Run, Runner, Scorer, Served
 from llmroute.strategy.spec import StrategySpec, Strict
 from llmroute.strategy.steps import add_usage
 from llmroute.types import Backend, ChatRequest, Intent, RoutePlan
@@ -82,7 +82,7 @@ def build_cascade(spec: CascadeSpec, ctx: KindContext) -> CascadeStrategy:
     return CascadeStrategy(spec, plan)
 
 
-class CascadeStrategy:
+class CascadeStrategy(Runner):
     """Serves a request on ``spec.pools`` as the module docstring says; ``plan`` is the
     cheapest pool first, the others as its fallbacks."""
 

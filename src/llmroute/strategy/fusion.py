@@ -56,7 +56,7 @@ from llmroute.strategy.checks import (
     request_validator,
     schema_problem,
 )
-from llmroute.strategy.protocol import KindContext, Run, Scorer, Served
+from llmroute.strategy.protocol import KindContext, Run, Runner, Scorer, Served
 from llmroute.strategy.spec import StrategySpec, Strict
 from llmroute.strategy.steps import add_usage
 from llmroute.strategy.vote import Ballot, json_vote, text_vote
@@ -140,7 +140,7 @@ def build_fusion(spec: FusionSpec, ctx: KindContext) -> FusionStrategy:
                           else None, template)
 
 
-class FusionStrategy:
+class FusionStrategy(Runner):
     """Serves a request by the vote of ``spec.voters`` as the module docstring says."""
 
     def __init__(self, spec: FusionSpec, plan: RoutePlan, validator: Any, template: Any):

@@ -18,7 +18,7 @@ from pydantic import Field
 from llmroute.errors import NoBackendAvailable
 from llmroute.strategy.answers import conversation, text_answer
 from llmroute.strategy.handoffs import HandoffStore
-from llmroute.strategy.protocol import KindContext, Run, Scorer, Served
+from llmroute.strategy.protocol import KindContext, Run, Runner, Scorer, Served
 from llmroute.strategy.spec import StrategySpec, version_text
 from llmroute.types import ChatRequest, Intent, RoutePlan
 
@@ -42,7 +42,7 @@ def build_human(spec: HumanSpec, ctx: KindContext) -> HumanStrategy:
     return HumanStrategy(spec.strategy_id, spec.version, spec.message, ctx.handoffs)
 
 
-class HumanStrategy:
+class HumanStrategy(Runner):
     """Queues every request it serves as a ticket in ``store`` and answers ``message``;
     ``strategy_id`` and ``version`` name it on the ticket."""
 

@@ -39,7 +39,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from llmroute.errors import LLMRouteError, UpstreamProtocolError, UpstreamTimeout
 from llmroute.strategy.answers import answer_text, last_user, leg_request, non_streamed
 from llmroute.strategy.checks import compile_schema, compile_template, json_of, schema_problem
-from llmroute.strategy.protocol import KindContext, Run, Scorer, Served
+from llmroute.strategy.protocol import KindContext, Run, Runner, Scorer, Served
 from llmroute.strategy.spec import StrategySpec, Strict
 from llmroute.strategy.steps import (
     STEP_NAMES,
@@ -139,7 +139,7 @@ def build_pipeline(spec: PipelineSpec, ctx: KindContext) -> PipelineStrategy:
     return PipelineStrategy(tuple(steps), plan)
 
 
-class PipelineStrategy:
+class PipelineStrategy(Runner):
     """Runs ``steps`` in order; ``plan`` names the last step's pool and the request's
     attempt budget (one first attempt per step plus the shared retries)."""
 

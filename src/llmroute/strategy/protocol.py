@@ -3,6 +3,7 @@ request path asks which strategy serves a request."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
@@ -111,15 +112,18 @@ class Served:
     stream: AsyncIterator[bytes] | None = None
 
 
-class Runner(Protocol):
-    """A strategy that serves the request itself (several legs, or none) instead of
-    handing its plan to dispatch."""
+class Runner(ABC):
+    """The base of a strategy that serves the request itself (several legs, or none)
+    instead of handing its plan to dispatch: the strategy set tells it apart by this type
+    (``snapshot.Entry.runner``)."""
 
-    def plan(self, request: ChatRequest, intent: Intent) -> RoutePlan: ...
+    @abstractmethod
+    def plan(self, request: ChatRequest, intent: Intent) -> RoutePlan:
+        """The plan of the request's first leg (``Strategy.plan``)."""
 
+    @abstractmethod
     async def serve(self, run: Run) -> Served:
         """Serve ``run.request``. Raises an LLMRouteError (OpenAI-shaped) on failure."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ class Entry:
     """One loaded strategy: its validated ``spec``, the ``source`` file it came from and
     that file's YAML ``root`` node (for file:line messages), the compiled ``trigger`` and
     the built ``strategy``; ``header`` is ``<strategy_id>@<version>``; ``runner`` is the
-    strategy when it serves requests itself (it has ``serve``), else None."""
+    strategy when it serves requests itself (a ``Runner``), else None."""
 
     spec: StrategySpec
     source: str
@@ -43,9 +43,8 @@ class Entry:
     def of(cls, spec: StrategySpec, source: str, root: Any, strategy: Strategy) -> Entry:
         """An Entry with its trigger compiled and header written."""
         header = f"{spec.strategy_id}@{version_text(spec.version)}"
-        runner = strategy if hasattr(strategy, "serve") else None
-        return cls(spec, source, root, compile_when(spec.when), strategy, header,
-                   runner)  # type: ignore[arg-type]
+        runner = strategy if isinstance(strategy, Runner) else None
+        return cls(spec, source, root, compile_when(spec.when), strategy, header, runner)
 
     @property
     def order(self) -> tuple[float, str]:

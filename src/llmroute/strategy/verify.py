@@ -32,7 +32,7 @@ from llmroute.strategy.checks import (
     compile_schema,
     compile_template,
 )
-from llmroute.strategy.protocol import KindContext, Run, Scorer, Served
+from llmroute.strategy.protocol import KindContext, Run, Runner, Scorer, Served
 from llmroute.strategy.single import SingleStrategy
 from llmroute.strategy.spec import StrategySpec, Strict
 from llmroute.types import Backend, ChatRequest, Intent, RoutePlan
@@ -138,7 +138,7 @@ def _check_view(spec: CheckSpec) -> dict[str, Any]:
             "schema": "request" if spec.json_schema == "request" else "configured"}
 
 
-class VerifyStrategy:
+class VerifyStrategy(Runner):
     """Drafts on ``spec.pool`` (planned by ``single``), checks with ``check``."""
 
     def __init__(self, spec: VerifySpec, check: Check, single: SingleStrategy):
