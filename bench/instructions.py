@@ -11,17 +11,26 @@ and the SQLite decision audit on; ``bench/lib/paths.py``) and ``llmroute-policie
 off; auth with a key whose limits never bind, a 10,000-word list filtering input and
 output; ``bench/lib/policies.py``). Each server runs under ``valgrind --tool=callgrind
 --instr-atstart=no`` (``bench/lib/callgrind.py``); the load generator and the upstream run
-natively and are never counted.
+natively and are never counted. A request under callgrind takes 30-300 ms (with the
+machine's load) where it takes under 1 ms natively, so every server starts with its
+clock-driven work stretched ``STRETCH`` times (``bench/lib/stretched.py``: uvicorn's 0.1 s
+tick; llmroute's disconnect watcher, audit batching and log-line hold): what depends on
+elapsed time then runs as it does at native speed, whatever the load. (Without it the
+counts rose 2-4 % from an idle machine to a load average of 13, and the idle window's rate
+did not predict the timers' share.)
 
-Per path: ``WARMUP`` requests uninstrumented; an idle window (no request, ``IDLE_S``)
+Per path: ``WARMUP`` requests uninstrumented; an idle window (no request, ``IDLE_S``, the
+client's connection open as during the requests: an open connection has timers of its own)
 measures the instructions per second of the server's timers; then ``ROUNDS`` windows of
-``n`` sequential requests on one keep-alive connection (each answer read whole before the
-next request; the bodies are the load generator's, ``loadgen.bodies``), instrumentation
+``n`` sequential requests on the same keep-alive connection (each answer read whole before
+the next request; the bodies are the load generator's, ``loadgen.bodies``), instrumentation
 turned on before the first request and off after the server has finished what the requests
 left to do (the observed path: until the audit holds their rows and the log file their
 lines). A window's instructions less the timers' rate times its length, over its requests,
 is its instructions per request; a path's figure is the windows' total over all their
-requests, and the spread is the lowest and highest window. ``PYTHONHASHSEED=0`` in the
+requests, and the spread is the lowest and highest window (Python's cyclic garbage
+collector runs every 60-120 requests, ~3 M instructions each: a window of 100 holds zero,
+one or two of them). ``PYTHONHASHSEED=0`` in the
 servers, so dict and set layouts repeat run to run.
 
 The ratios (RESULT ``plain_vs_passthrough``, ``observed_vs_plain``, ``policies_vs_plain``)
@@ -60,32 +69,62 @@ KEYS = {"passthrough": "passthrough", "llmroute": "plain", "llmroute-observed": 
 """Path → its name in the RESULT keys."""
 TARGETS = {"plain_vs_passthrough": 1.9, "observed_vs_plain": 1.12, "policies_vs_plain": 1.15}
 WARMUP = 100
-IDLE_S = 2.0
+IDLE_S = 1.5
+"""The idle window (s): short enough that the client's connection outlives it and the
+controls around it (uvicorn closes a keep-alive connection idle for 5 s)."""
 CHUNKS, CHUNK_DELAY_MS = 20, 1.0
+STRETCH = 40
+"""How many times the servers' clock-driven work is stretched (``bench/lib/stretched.py``):
+about the slowdown under callgrind, so what depends on elapsed time runs as natively."""
 READY_TIMEOUT_S = 600.0
 SETTLE_TIMEOUT_S = 120.0
+START_TRIES = 3
 REQUEST_LINE = b'"event":"request"'
 """How the observed path's per-request log line reads in its log file (JSON lines)."""
 
 
 class Served:
-    """One path's server under callgrind: where it answers, the key it is sent, and
+    """One path's server under callgrind: where it answers, the key it is sent, the one
+    keep-alive connection every request goes over (``conn``, opened by the first), and
     ``done(total)``: whether it has finished the work of ``total`` answered requests."""
 
     def __init__(self, name: str, server: procs.Server, counted: callgrind.Counted,
                  key: str, done: Callable[[int], bool] | None = None):
         self.name, self.server, self.counted, self.key = name, server, counted, key
         self.done = done or (lambda total: True)
-        self.answered = 0
+        self.answered = self.reconnects = 0
+        self.conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
+
+    def probe(self, url: str) -> bool:
+        """Whether the server answers a chat request with this path's key."""
+        return chat_ok(url, key=self.key)
+
+    def post(self, body: bytes, headers: dict[str, str]) -> http.client.HTTPResponse:
+        """POST ``body`` to the chat endpoint; when the server had closed the idle
+        connection (a machine so loaded that the controls took 5 s), once more on a new
+        one (counted in ``reconnects``)."""
+        try:
+            self.conn.request("POST", "/v1/chat/completions", body, headers)
+            return self.conn.getresponse()
+        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+            self.conn.close()
+            self.reconnects += 1
+        self.conn.request("POST", "/v1/chat/completions", body, headers)
+        return self.conn.getresponse()
+
+    def close(self) -> None:
+        """Close the connection and stop the server."""
+        self.conn.close()
+        self.server.stop()
 
 
 def command(name: str, work: Path, upstream: str) -> tuple[list[str], str]:
     """Path ``name``'s server command (``{port}`` to fill in) and the key it is sent; its
     config (and for the policies path its key store and word list) written into ``work``."""
-    py = sys.executable
-    serve = [str(Path(py).with_name("llmroute")), "serve", "--port", "{port}", "--config"]
+    stretched = [sys.executable, str(LIB / "stretched.py"), str(STRETCH)]
+    serve = [*stretched, "llmroute", "serve", "--port", "{port}", "--config"]
     if name == "passthrough":
-        return [py, str(LIB / "passthrough.py"), "{port}", upstream], MASTER_KEY
+        return [*stretched, str(LIB / "passthrough.py"), "{port}", upstream], MASTER_KEY
     if name == "llmroute-policies":
         config, key = policies.setup(work, upstream)
         return [*serve, str(config), "--log-level", "warning"], key
@@ -113,55 +152,64 @@ def observed_done(work: Path, log: Path) -> Callable[[int], bool]:
 
 def start(names: list[str], work: Path, upstream: str) -> dict[str, Served]:
     """Start each path's server under callgrind (all at once: start-up is the slow part
-    under valgrind) and wait until each answers."""
-    env = {"PYTHONHASHSEED": "0", policies.ADMIN_ENV: policies.ADMIN_KEY}
-    every = set(range(os.cpu_count() or 1))
-    out = {}
-    for name in names:
-        argv, key = command(name, work, upstream)
-        port = procs.free_port()
-        dumps = work / f"{name}.callgrind"
-        for old in work.glob(f"{name}.callgrind*"):
-            old.unlink()
-        argv = [a.replace("{port}", str(port)) for a in argv]
-        server = procs.start(name, callgrind.argv(dumps, argv), port, every, work, env)
-        done = observed_done(work, work / f"{name}.log") if name == "llmroute-observed" \
-            else None
-        out[name] = Served(name, server, callgrind.Counted(server.proc.pid, dumps), key, done)
+    under valgrind) and wait until each answers. A server that finds its port taken
+    meanwhile (exit 2: the port was free when picked, a minute earlier) starts again on
+    another, up to ``START_TRIES`` times."""
+    out = {name: launch(name, work, upstream) for name in names}
     try:
-        for p in out.values():
-            procs.wait_ready(p.server, lambda url, key=p.key: chat_ok(url, key=key),
-                             timeout_s=READY_TIMEOUT_S)
-            p.answered = 1
+        for name in names:
+            for _ in range(START_TRIES - 1):
+                try:
+                    procs.wait_ready(out[name].server, out[name].probe,
+                                     timeout_s=READY_TIMEOUT_S)
+                    break
+                except RuntimeError:
+                    if out[name].server.proc.poll() != 2:
+                        raise
+                    out[name] = launch(name, work, upstream)
+            else:
+                procs.wait_ready(out[name].server, out[name].probe, timeout_s=READY_TIMEOUT_S)
+            out[name].answered = 1
     except BaseException:
         stop(out)
         raise
     return out
 
 
+def launch(name: str, work: Path, upstream: str) -> Served:
+    """Start path ``name``'s server under callgrind on a free port (its earlier dumps
+    removed)."""
+    env = {"PYTHONHASHSEED": "0", policies.ADMIN_ENV: policies.ADMIN_KEY}
+    argv, key = command(name, work, upstream)
+    port = procs.free_port()
+    dumps = work / f"{name}.callgrind"
+    for old in work.glob(f"{name}.callgrind*"):
+        old.unlink()
+    argv = [a.replace("{port}", str(port)) for a in argv]
+    server = procs.start(name, callgrind.argv(dumps, argv), port,
+                         set(range(os.cpu_count() or 1)), work, env)
+    done = observed_done(work, work / f"{name}.log") if name == "llmroute-observed" else None
+    return Served(name, server, callgrind.Counted(server.proc.pid, dumps), key, done)
+
+
 def stop(paths: dict[str, Served]) -> None:
     """Stop every server."""
     for p in paths.values():
-        p.server.stop()
+        p.close()
 
 
 def send(path: Served, n: int, stream: bool) -> None:
-    """``n`` sequential requests on one keep-alive connection, each answer read whole; then
-    wait until the server has finished their work. Raises RuntimeError for an answer that
-    is not 200, or when the server does not settle in ``SETTLE_TIMEOUT_S``."""
-    conn = http.client.HTTPConnection("127.0.0.1", path.server.port, timeout=120)
+    """``n`` sequential requests on the path's keep-alive connection, each answer read
+    whole; then wait until the server has finished their work. Raises RuntimeError for an
+    answer that is not 200, or when the server does not settle in ``SETTLE_TIMEOUT_S``."""
     headers = {"content-type": "application/json", "authorization": f"Bearer {path.key}"}
     texts = bodies("bench", stream)
-    try:
-        for _ in range(n):
-            conn.request("POST", "/v1/chat/completions", next(texts), headers)
-            resp = conn.getresponse()
-            body = resp.read()
-            if resp.status != 200:
-                raise RuntimeError(f"{path.name}: {resp.status} {body[:200]!r}")
-            path.answered += 1
-    finally:
-        conn.close()
+    for _ in range(n):
+        resp = path.post(next(texts), headers)
+        body = resp.read()
+        if resp.status != 200:
+            raise RuntimeError(f"{path.name}: {resp.status} {body[:200]!r}")
+        path.answered += 1
     deadline = time.monotonic() + SETTLE_TIMEOUT_S
     while not path.done(path.answered):
         if time.monotonic() > deadline:

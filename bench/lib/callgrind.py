@@ -4,7 +4,8 @@ The server starts under ``valgrind --tool=callgrind --instr-atstart=no`` (``argv
 uninstrumented — nothing counted, ~5x slower than native — until ``Counted.window`` turns
 instrumentation on (``callgrind_control -i on PID``; it returns once callgrind has done it),
 runs the caller's requests and waits, turns it off and dumps the counters
-(``callgrind_control -d``: the dump holds what ran since the last one; ``-z`` zeroes first).
+(``callgrind_control -d``: the dump holds what ran since the last one, and nothing runs
+counted between windows).
 A dump's ``totals:`` line is the number of instructions (callgrind's ``Ir``) of every thread
 of the process while instrumentation was on — user space only, the kernel's share is not
 in it. The toggles land while the server waits in ``epoll_wait`` (the client sends nothing
@@ -82,7 +83,6 @@ class Counted:
     def window(self, work: Callable[[], None]) -> Window:
         """Count the instructions the process runs while ``work()`` runs (``work`` sends
         the requests and waits until the server has finished what they left to do)."""
-        self._control("-z")
         on = self._timed("-i", "on")
         work()
         off = self._timed("-i", "off")
