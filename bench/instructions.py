@@ -120,16 +120,21 @@ class Served:
 
 def command(name: str, work: Path, upstream: str) -> tuple[list[str], str]:
     """Path ``name``'s server command (``{port}`` to fill in) and the key it is sent; its
-    config (and for the policies path its key store and word list) written into ``work``."""
+    config (and for the policies path its key store and word list) written into
+    ``work/config``, a folder of its own: llmroute watches its config file's folder, and
+    the log files, the audit and the dumps written into ``work`` would wake its watcher
+    (each burst handed to the loop, and filtered out, on the counted process)."""
+    configs = work / "config"
+    configs.mkdir(exist_ok=True)
     stretched = [sys.executable, str(LIB / "stretched.py"), str(STRETCH)]
     serve = [*stretched, "llmroute", "serve", "--port", "{port}", "--config"]
     if name == "passthrough":
         return [*stretched, str(LIB / "passthrough.py"), "{port}", upstream], MASTER_KEY
     if name == "llmroute-policies":
-        config, key = policies.setup(work, upstream)
+        config, key = policies.setup(configs, upstream)
         return [*serve, str(config), "--log-level", "warning"], key
     observed = name == "llmroute-observed"
-    config = router_config(work, upstream, False, observed=observed)
+    config = router_config(configs, upstream, False, observed=observed, data=work)
     return [*serve, str(config), "--log-level", "info" if observed else "warning"], MASTER_KEY
 
 

@@ -31,14 +31,16 @@ def chat_ok(url: str, path: str = "/v1/chat/completions", key: str = MASTER_KEY)
         return resp.status == 200
 
 
-def router_config(work: Path, upstream: str, gate: bool, observed: bool = False) -> Path:
+def router_config(work: Path, upstream: str, gate: bool, observed: bool = False,
+                  data: Path | None = None) -> Path:
     """Write llmroute's config over ``upstream`` into ``work`` and return its path: one
     ``openai`` backend in pool ``bench``; the gate on (``semantic``) or off; ``observed``
-    adds the per-request log line and the SQLite decision audit (``work/observed-audit
-    .sqlite3``, emptied first: ``AUDIT``); stored Responses go to ``work/responses.sqlite3``."""
+    adds the per-request log line and the SQLite decision audit; the audit (``AUDIT``,
+    emptied first) and stored Responses (``responses.sqlite3``) go into ``data``, default
+    ``work``."""
     path = work / ("llmroute-gate.yaml" if gate else
                    "llmroute-observed.yaml" if observed else "llmroute.yaml")
-    audit = work / AUDIT
+    audit = (data or work) / AUDIT
     if observed:
         audit.unlink(missing_ok=True)
     path.write_text(f"""\
@@ -48,7 +50,7 @@ backends:
      context_length: 32768}}
 routing: {{default_pool: bench}}
 gate: {{kind: {'semantic' if gate else 'off'}}}
-responses: {{path: "{work / 'responses.sqlite3'}"}}
+responses: {{path: "{(data or work) / 'responses.sqlite3'}"}}
 """ + (f"""observe: {{log_requests: true, audit: {{path: "{audit}"}}}}\n""" if observed else ""))
     return path
 

@@ -18,7 +18,8 @@ each request 30-300 times as often as it does natively, and change with the mach
   requests natively, per request here; ``observe/writer.py``), and the request log lines,
   held up to ``FLUSH_S`` (100 ms; ``observe/logging.py``);
 - the file watchers' thread (``assemble/watch.py``), which wakes every ``STEP_MS`` (50 ms)
-  and takes the GIL from a main thread that, under callgrind, is always busy.
+  and takes the GIL from a main thread that, under callgrind, is always busy, and hands
+  back to the loop every ``TIMEOUT_MS`` (5 s).
 
 Stretched by the slowdown, each runs as it does at native speed. Nothing else changes: the
 same code serves the same requests. uvicorn's tick is stretched through the ``sleep`` its
@@ -37,7 +38,8 @@ from typing import Any
 import uvicorn.server
 
 LLMROUTE = (("llmroute.api.exchange", "WATCH_AFTER_S"), ("llmroute.observe.writer", "LINGER_S"),
-            ("llmroute.observe.logging", "FLUSH_S"), ("llmroute.assemble.watch", "STEP_MS"))
+            ("llmroute.observe.logging", "FLUSH_S"), ("llmroute.assemble.watch", "STEP_MS"),
+            ("llmroute.assemble.watch", "TIMEOUT_MS"))
 """llmroute's thresholds (module, name); one that does not exist (an older or newer tree)
 is named on stderr and left out."""
 

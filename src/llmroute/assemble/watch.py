@@ -56,6 +56,9 @@ from llmroute.strategy.loader import SUFFIXES
 DEBOUNCE_MS = 200
 STEP_MS = 50
 """How often watchfiles looks for the end of a burst of changes (ms)."""
+TIMEOUT_MS = 5_000
+"""How long watchfiles' thread waits before handing back to the loop with no change (ms;
+its default on Linux)."""
 RETRY_S = 1.0
 """How long a lost folder waits before it is watched again (s)."""
 LIVE = frozenset({"gate.rules"})
@@ -80,7 +83,8 @@ async def follow(folders: Sequence[Path], keep: Callable[[str], bool],
         try:
             async for _ in watchfiles.awatch(*folders, watch_filter=ours,
                                              debounce=debounce_ms, step=STEP_MS,
-                                             stop_event=stop, recursive=False):
+                                             rust_timeout=TIMEOUT_MS, stop_event=stop,
+                                             recursive=False):
                 await changed()
             return
         except OSError as err:  # a folder went away: wait, then watch it again
