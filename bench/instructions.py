@@ -9,12 +9,16 @@ routing; ``bench/lib/passthrough.py``), ``llmroute`` (``llmroute serve``, gate o
 ``llmroute-observed`` (gate off; the per-request log line at info to the server's log file
 and the SQLite decision audit on; ``bench/lib/paths.py``) and ``llmroute-policies`` (gate
 off; auth with a key whose limits never bind, a 10,000-word list filtering input and
-output; ``bench/lib/policies.py``). Each server runs under ``valgrind --tool=callgrind
---instr-atstart=no`` (``bench/lib/callgrind.py``); the load generator and the upstream run
-natively and are never counted. A request under callgrind takes 30-300 ms (with the
-machine's load) where it takes under 1 ms natively, so every server starts with its
-clock-driven work stretched ``STRETCH`` times (``bench/lib/stretched.py``: uvicorn's 0.1 s
-tick; llmroute's disconnect watcher, audit batching and log-line hold): what depends on
+output; ``bench/lib/policies.py``); on request (``--paths``) the translated surfaces
+``llmroute-messages`` and ``llmroute-responses`` (``/v1/messages`` and ``/v1/responses``,
+``store: false``, the same prompt and budget in their shapes) on the ``llmroute`` server,
+priced against its chat path (``messages_vs_plain``, ``responses_vs_plain``). Each server
+runs under ``valgrind --tool=callgrind --instr-atstart=no`` (``bench/lib/callgrind.py``);
+the load generator and the upstream run natively and are never counted. A request under
+callgrind takes 30-300 ms (with the machine's load) where it takes under 1 ms natively, so
+every server starts with its clock-driven work stretched ``STRETCH`` times
+(``bench/lib/stretched.py``: uvicorn's 0.1 s tick; llmroute's disconnect watcher, audit
+batching, log-line hold and file watchers): what depends on
 elapsed time then runs as it does at native speed, whatever the load. (Without it the
 counts rose 2-4 % from an idle machine to a load average of 13, and the idle window's rate
 did not predict the timers' share.)
@@ -64,8 +68,13 @@ from paths import AUDIT, MASTER_KEY, cache_dir, chat_ok, router_config
 HERE = Path(__file__).resolve().parent
 LIB = HERE / "lib"
 PATHS = ("passthrough", "llmroute", "llmroute-observed", "llmroute-policies")
+SURFACES = {"llmroute-messages": ("messages", "/v1/messages"),
+            "llmroute-responses": ("responses", "/v1/responses")}
+"""The translated surfaces (asked for by ``--paths``), measured on the ``llmroute`` server:
+the body's shape (``loadgen.bodies``) and the endpoint; Responses with ``store: false``."""
 KEYS = {"passthrough": "passthrough", "llmroute": "plain", "llmroute-observed": "observed",
-        "llmroute-policies": "policies"}
+        "llmroute-policies": "policies", "llmroute-messages": "messages",
+        "llmroute-responses": "responses"}
 """Path → its name in the RESULT keys."""
 TARGETS = {"plain_vs_passthrough": 1.9, "observed_vs_plain": 1.12, "policies_vs_plain": 1.15}
 WARMUP = 100
@@ -94,22 +103,30 @@ class Served:
         self.done = done or (lambda total: True)
         self.answered = self.reconnects = 0
         self.conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
+        self.api, self.endpoint = "chat", "/v1/chat/completions"
+
+    def surface(self, name: str) -> Served:
+        """Surface ``name`` (``SURFACES``) on this path's server and connection."""
+        other = Served(name, self.server, self.counted, self.key, self.done)
+        other.conn, other.answered = self.conn, self.answered
+        other.api, other.endpoint = SURFACES[name]
+        return other
 
     def probe(self, url: str) -> bool:
         """Whether the server answers a chat request with this path's key."""
         return chat_ok(url, key=self.key)
 
     def post(self, body: bytes, headers: dict[str, str]) -> http.client.HTTPResponse:
-        """POST ``body`` to the chat endpoint; when the server had closed the idle
+        """POST ``body`` to the path's endpoint; when the server had closed the idle
         connection (a machine so loaded that the controls took 5 s), once more on a new
         one (counted in ``reconnects``)."""
         try:
-            self.conn.request("POST", "/v1/chat/completions", body, headers)
+            self.conn.request("POST", self.endpoint, body, headers)
             return self.conn.getresponse()
         except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
             self.conn.close()
             self.reconnects += 1
-        self.conn.request("POST", "/v1/chat/completions", body, headers)
+        self.conn.request("POST", self.endpoint, body, headers)
         return self.conn.getresponse()
 
     def close(self) -> None:
@@ -159,10 +176,12 @@ def start(names: list[str], work: Path, upstream: str) -> dict[str, Served]:
     """Start each path's server under callgrind (all at once: start-up is the slow part
     under valgrind) and wait until each answers. A server that finds its port taken
     meanwhile (exit 2: the port was free when picked, a minute earlier) starts again on
-    another, up to ``START_TRIES`` times."""
-    out = {name: launch(name, work, upstream) for name in names}
+    another, up to ``START_TRIES`` times. A surface (``SURFACES``) is served by the
+    ``llmroute`` path's server."""
+    servers = list(dict.fromkeys("llmroute" if n in SURFACES else n for n in names))
+    out = {name: launch(name, work, upstream) for name in servers}
     try:
-        for name in names:
+        for name in servers:
             for _ in range(START_TRIES - 1):
                 try:
                     procs.wait_ready(out[name].server, out[name].probe,
@@ -178,7 +197,8 @@ def start(names: list[str], work: Path, upstream: str) -> dict[str, Served]:
     except BaseException:
         stop(out)
         raise
-    return out
+    return {name: out[name] if name in out else out["llmroute"].surface(name)
+            for name in names}
 
 
 def launch(name: str, work: Path, upstream: str) -> Served:
@@ -200,7 +220,7 @@ def launch(name: str, work: Path, upstream: str) -> Served:
 def stop(paths: dict[str, Served]) -> None:
     """Stop every server."""
     for p in paths.values():
-        p.close()
+        p.close()  # a surface closes its server's connection and server again: no-ops
 
 
 def send(path: Served, n: int, stream: bool) -> None:
@@ -208,7 +228,7 @@ def send(path: Served, n: int, stream: bool) -> None:
     whole; then wait until the server has finished their work. Raises RuntimeError for an
     answer that is not 200, or when the server does not settle in ``SETTLE_TIMEOUT_S``."""
     headers = {"content-type": "application/json", "authorization": f"Bearer {path.key}"}
-    texts = bodies("bench", stream)
+    texts = bodies("bench", stream, path.api)
     for _ in range(n):
         resp = path.post(next(texts), headers)
         body = resp.read()
@@ -240,7 +260,9 @@ def ratios(res: dict[str, dict]) -> dict[str, float]:
     """The RESULT ratios among the measured paths (those whose two paths were measured)."""
     pairs = {"plain_vs_passthrough": ("llmroute", "passthrough"),
              "observed_vs_plain": ("llmroute-observed", "llmroute"),
-             "policies_vs_plain": ("llmroute-policies", "llmroute")}
+             "policies_vs_plain": ("llmroute-policies", "llmroute"),
+             "messages_vs_plain": ("llmroute-messages", "llmroute"),
+             "responses_vs_plain": ("llmroute-responses", "llmroute")}
     return {k: round(res[a]["per_request"] / res[b]["per_request"], 3)
             for k, (a, b) in pairs.items() if a in res and b in res}
 
@@ -257,8 +279,10 @@ def table(res: dict[str, dict], n: int, rounds: int, stream: bool) -> None:
         print(f"{name:<20}{r['per_request']:>14,.0f}{spread:>22}"
               f"{r['timers_share']:>8.1%}{r['seconds_per_request']:>11.3f}")
     for key, value in ratios(res).items():
-        verdict = "met" if value <= TARGETS[key] else "MISSED"
-        print(f"{key:<22}{value:>6.3f}   target ≤ {TARGETS[key]}  {verdict}")
+        target = TARGETS.get(key)
+        verdict = "" if target is None else \
+            f"   target ≤ {target}  {'met' if value <= target else 'MISSED'}"
+        print(f"{key:<22}{value:>6.3f}{verdict}")
     for name, r in res.items():
         print(f"{name} dumps: {' '.join(r['dumps'])}")
 
@@ -267,7 +291,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="3 windows of 100 requests")
     parser.add_argument("--stream", action="store_true", help="streamed requests (SSE)")
-    parser.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS))
+    parser.add_argument("--paths", nargs="+", choices=[*PATHS, *SURFACES], default=list(PATHS),
+                        help="the paths to measure (default: the four; the surfaces "
+                             "llmroute-messages and llmroute-responses on request)")
     parser.add_argument("-n", type=int, help="requests per window (default 100, full 400)")
     args = parser.parse_args()
     why = callgrind.missing()
