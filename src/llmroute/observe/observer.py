@@ -23,7 +23,8 @@ from llmroute.observe.audit import AuditLog
 from llmroute.observe.logging import direct_lines
 from llmroute.observe.metrics import Metrics
 from llmroute.observe.otlp import OtlpExport, make_export
-from llmroute.observe.trace import Recorder, Trace, TraceContext, parent_span_of, trace_id_of
+from llmroute.observe.trace import (Recorder, Trace, TraceContext, parent_span_of, round_us,
+                                    trace_id_of)
 from llmroute.observe.trace_store import TraceStore
 
 log = structlog.get_logger("llmroute.request")
@@ -183,7 +184,7 @@ class Observer:
                 line[key] = s[key]
         line["status"] = trace.status
         line["ttft_ms"] = s.get("ttft_ms")
-        line["duration_ms"] = round(trace.duration_ms, 3)
+        line["duration_ms"] = round_us(trace.duration_ms)
         line["tokens_in"] = s.get("tokens_in")
         line["tokens_out"] = s.get("tokens_out")
         line["handoffs"] = len(s.get("handoffs", ()))

@@ -47,6 +47,15 @@ _ROUND = float.__round__
 call; a step's times are floats: ``Recorder`` computes them, ``Trace.from_json`` converts)."""
 
 
+def round_us(ms: float) -> float:
+    """``ms`` (finite) rounded to 3 decimals, to the µs: ``round(ms * 1000) / 1000``, the
+    same value as ``round(ms, 3)`` but for ties of the binary value, at 1.0 k instructions
+    where ``round(ms, 3)`` takes 2.6 k (it formats the float as decimal text and parses it
+    back; callgrind, CPython 3.11). Raises ValueError for NaN, OverflowError for ±inf
+    (the times are differences of clock readings)."""
+    return _ROUND(ms * 1000.0) / 1000.0
+
+
 def trace_id_of(traceparent: str | None) -> str | None:
     """The trace-id of a W3C ``traceparent`` header (``00-<32 hex>-<16 hex>-<2 hex>``), or
     None when it is absent or malformed (or all zeros, which the spec forbids)."""
@@ -95,8 +104,8 @@ class Step(NamedTuple):
 
     def to_json(self) -> Fields:
         """``{"step", "start_ms", "duration_ms", **fields}`` (the times rounded to µs)."""
-        return {"step": self.name, "start_ms": _ROUND(self.start_ms, 3),
-                "duration_ms": _ROUND(self.duration_ms, 3), **self.fields}
+        return {"step": self.name, "start_ms": round_us(self.start_ms),
+                "duration_ms": round_us(self.duration_ms), **self.fields}
 
 
 class Trace(NamedTuple):
@@ -116,7 +125,7 @@ class Trace(NamedTuple):
     def to_json(self) -> Fields:
         """The JSON answer of ``GET /trace/{request_id}``."""
         return {"request_id": self.request_id, "trace_id": self.trace_id, "at": self.at,
-                "duration_ms": round(self.duration_ms, 3), "status": self.status,
+                "duration_ms": round_us(self.duration_ms), "status": self.status,
                 "span_id": self.span_id, "parent_span_id": self.parent_span_id,
                 **self.summary, "steps": [s.to_json() for s in self.steps]}
 
@@ -232,11 +241,11 @@ class Recorder:
         ``backend`` (None when the call carried none); ``entropy``, the streamed leg's
         mean token entropy in nats, is noted when the fuse measured one."""
         start = time.perf_counter() - duration_s
-        ttft = None if ttft_s is None else round(ttft_s * 1000, 3)
+        ttft = None if ttft_s is None else round_us(ttft_s * 1000)
         if ok:
             self.summary["backend"] = backend
         if ttft is not None and "ttft_ms" not in self.summary:
-            self.summary["ttft_ms"] = round((start - self.t0) * 1000 + ttft, 3)
+            self.summary["ttft_ms"] = round_us((start - self.t0) * 1000 + ttft)
         self.summary["tokens_out"] = self.summary.get("tokens_out", 0) + tokens
         calls = self.calls.get(backend)
         self.steps.append(Step("attempt", (start - self.t0) * 1000, duration_s * 1000, {
