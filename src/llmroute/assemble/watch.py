@@ -25,7 +25,7 @@ is logged (``config_not_reloaded``) and everything stays as it was.
 
 **The strategy folder** (``watch_strategies``, with ``strategies.watch``): any added,
 changed or removed strategy file reloads the whole folder (``StrategyBook.reload``: a bad
-file keeps the old set). **The word lists** (``watch_filter``, with
+file keeps the old set). **The word lists** (``watching``, with
 ``content_filter.watch``): a changed, replaced or removed list file compiles every list
 again (``ContentFilter.reload``: a bad list keeps the old ones). A change of the
 ``strategies`` or ``content_filter`` *section* of the config is a setting like any other:
