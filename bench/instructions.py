@@ -1,7 +1,7 @@
 """Instructions per request on bench/overhead.py's four paths, counted by callgrind: the
 request path's cost in a unit that does not move with the machine's speed or load.
 
-    python bench/instructions.py [--quick] [--stream] [--paths NAME ...] [-n N]
+    python bench/instructions.py [--quick | --smoke] [--stream] [--paths NAME ...] [-n N]
 
 Paths, each a real server on loopback in front of the same fast upstream
 (``bench/lib/upstream.py``): ``passthrough`` (the floor: Starlette + uvicorn + aiohttp, no
@@ -46,7 +46,6 @@ see where the instructions go; the path of each is printed).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import http.client
 import json
@@ -60,6 +59,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 
 import callgrind
+import modes
 import policies
 import procs
 from loadgen import bodies
@@ -242,9 +242,9 @@ def send(path: Served, n: int, stream: bool) -> None:
         time.sleep(0.05)
 
 
-def measure(path: Served, n: int, rounds: int, stream: bool) -> dict:
+def measure(path: Served, n: int, rounds: int, stream: bool, warmup: int = WARMUP) -> dict:
     """Warm up, count the idle rate, then ``rounds`` windows of ``n`` requests."""
-    send(path, WARMUP, stream)
+    send(path, warmup, stream)
     idle = path.counted.idle(IDLE_S)
     windows = [path.counted.window(lambda: send(path, n, stream)) for _ in range(rounds)]
     each = [callgrind.per_request(w, n, idle) for w in windows]
@@ -288,8 +288,7 @@ def table(res: dict[str, dict], n: int, rounds: int, stream: bool) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="3 windows of 100 requests")
+    parser = modes.parser(__doc__.splitlines()[0])
     parser.add_argument("--stream", action="store_true", help="streamed requests (SSE)")
     parser.add_argument("--paths", nargs="+", choices=[*PATHS, *SURFACES], default=list(PATHS),
                         help="the paths to measure (default: the four; the surfaces "
@@ -298,9 +297,10 @@ def main() -> int:
     args = parser.parse_args()
     why = callgrind.missing()
     if why is not None:
-        print(f"instructions: {why}", file=sys.stderr)
-        return 2
-    n, rounds = (args.n or 100, 3) if args.quick else (args.n or 400, 5)
+        modes.skip(f"instructions: {why}")
+    size = modes.mode(args)
+    n, rounds, warmup = modes.pick(size, (args.n or 400, 5, WARMUP), (args.n or 100, 3, WARMUP),
+                                   (args.n or 5, 1, 5))
     work = cache_dir() / "instructions-run"
     work.mkdir(exist_ok=True)
     port = procs.free_port()
@@ -311,7 +311,8 @@ def main() -> int:
         procs.wait_ready(up, chat_ok, timeout_s=30)
         paths = start(args.paths, work, up.url)
         try:
-            res = {name: measure(p, n, rounds, args.stream) for name, p in paths.items()}
+            res = {name: measure(p, n, rounds, args.stream, warmup)
+                   for name, p in paths.items()}
         finally:
             stop(paths)
     finally:
