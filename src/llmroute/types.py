@@ -18,6 +18,26 @@ _NONE: Mapping[str, Any] = MappingProxyType({})
 """An empty read-only map (a NamedTuple field's default is shared by every instance)."""
 
 
+class Price(NamedTuple):
+    """A pool's price: ``input_per_mtok`` per million prompt tokens and ``output_per_mtok``
+    per million completion tokens, in the operator's currency unit (``config/price.py``)."""
+
+    input_per_mtok: float
+    output_per_mtok: float
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """What ``prompt_tokens`` in and ``completion_tokens`` out cost at this price, in
+        its currency unit: ``(prompt · input + completion · output) / 10⁶``."""
+        return (prompt_tokens * self.input_per_mtok
+                + completion_tokens * self.output_per_mtok) / 1e6
+
+    @property
+    def blended(self) -> float:
+        """The price of a million tokens at a 1:1 input:output mix, ``(input + output) / 2``
+        (as RouteLLM's benchmarks README blends list prices into one per-token price)."""
+        return (self.input_per_mtok + self.output_per_mtok) / 2
+
+
 @dataclass(frozen=True, slots=True)
 class Backend:
     """One engine endpoint.
@@ -31,7 +51,7 @@ class Backend:
     ``stall_s`` (seconds) override the configured ``timeouts`` for this backend (None: the
     global ones); ``shape`` turns a client body into the body sent upstream (its engine's
     quirks and served ``model``, built once with the backend: ``backends/quirks.py``), None:
-    the client's body with ``model`` replaced.
+    the client's body with ``model`` replaced; ``price`` is its pool's (None: not priced).
     """
 
     id: str
@@ -47,6 +67,7 @@ class Backend:
     stall_s: float | None = None
     shape: Callable[[dict[str, Any]], dict[str, Any]] | None = field(
         default=None, compare=False, repr=False)
+    price: Price | None = None
 
 
 @dataclass(frozen=True, slots=True)

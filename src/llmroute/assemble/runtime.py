@@ -48,6 +48,7 @@ from llmroute.assemble.watch import watching
 from llmroute.backends.client import BackendClient
 from llmroute.backends.quirks import resolve, shaper
 from llmroute.config import BackendConfig, Config
+from llmroute.config.price import PriceConfig
 from llmroute.dispatch import Deps
 from llmroute.fuse.breaker import CircuitBreaker
 from llmroute.local.engines import EngineFleet, EngineSpec
@@ -61,7 +62,7 @@ from llmroute.runtime import Runtime
 from llmroute.strategy.handoffs import HandoffStore
 from llmroute.state.breakers import FleetBreakers
 from llmroute.state.load import FleetLoad, add_tallies
-from llmroute.types import Backend
+from llmroute.types import Backend, Price
 
 Progress = Callable[[float, str], None]
 """Start-up progress: ``progress(fraction 0–1, message)``."""
@@ -74,10 +75,10 @@ the engine is closing."""
 
 def make_backends(config: Config, urls: dict[str, str]) -> dict[str, Backend]:
     """Backend objects in config order; ``urls`` gives base URLs of launched engines."""
-    return {b.id: _backend(b, urls) for b in config.backends}
+    return {b.id: _backend(b, urls, config.pools[b.pool].price) for b in config.backends}
 
 
-def _backend(b: BackendConfig, urls: dict[str, str]) -> Backend:
+def _backend(b: BackendConfig, urls: dict[str, str], price: PriceConfig | None) -> Backend:
     url = (b.base_url or urls[b.id]).rstrip("/")
     if url.endswith("/v1"):
         url = url[:-3]
@@ -88,7 +89,9 @@ def _backend(b: BackendConfig, urls: dict[str, str]) -> Backend:
     caps = frozenset(b.capabilities) if b.capabilities is not None else None
     shape = shaper(b.model, resolve(b.engine, b.quirks.overrides() if b.quirks else None))
     return Backend(b.id, b.pool, b.engine, url, b.model, b.effective_context(), key, caps,
-                   mode=b.mode, ttft_s=b.ttft_s, stall_s=b.stall_s, shape=shape)
+                   mode=b.mode, ttft_s=b.ttft_s, stall_s=b.stall_s, shape=shape,
+                   price=None if price is None else Price(price.input_per_mtok,
+                                                          price.output_per_mtok))
 
 
 def wire(config: Config, backends: dict[str, Backend], session: aiohttp.ClientSession,

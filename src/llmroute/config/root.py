@@ -28,6 +28,7 @@ from llmroute.config.discovery import DiscoveryConfig
 from llmroute.config.engine import GpuConfig, LaunchConfig
 from llmroute.config.filter import ContentFilterConfig
 from llmroute.config.observe import ObserveConfig
+from llmroute.config.price import PriceConfig
 from llmroute.config.policy import (
     AuthConfig,
     LimitsConfig,
@@ -196,11 +197,13 @@ class BackendConfig(Strict):
 
 class PoolConfig(Strict):
     """A named group of interchangeable backends; ``strengths`` are the intent labels it
-    serves well and ``max_complexity`` (0.1–5.0) the hardest request it suits (intent-fit)."""
+    serves well and ``max_complexity`` (0.1–5.0) the hardest request it suits (intent-fit);
+    ``price`` what its tokens cost (``config/price.py``; None: not priced, costs nothing)."""
 
     description: str = ""
     strengths: tuple[str, ...] = ()
     max_complexity: float | None = Field(None, gt=0)
+    price: PriceConfig | None = None
 
 
 class RoutingConfig(Strict):

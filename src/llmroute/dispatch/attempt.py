@@ -25,7 +25,10 @@ class Attempt:
 
     ``started`` and ``ttft_s`` are ``deps.clock`` seconds; ``output_tokens`` counts the
     streamed chunks; ``entropy`` is the leg's mean token entropy (nats) when the fuse
-    measured it (the relay sets it), noted in the trace; ``done`` is True once settled."""
+    measured it (the relay sets it), noted in the trace; ``prompt_tokens`` is the prompt
+    sent (the request's count or estimate, plus the text already streamed for a
+    continuation; an engine's reported usage replaces it: ``usage``); ``done`` is True once
+    settled."""
 
     deps: Deps
     backend: Backend
@@ -36,6 +39,8 @@ class Attempt:
     done: bool = False
     trace: Recorder | None = None
     entropy: float | None = None
+    prompt_tokens: int = 0
+    reported: int | None = None
 
     @classmethod
     def begin(cls, deps: Deps, backend: Backend, prompt_tokens: int = 0,
@@ -46,7 +51,19 @@ class Attempt:
         now = deps.clock()
         deps.breaker.begin(backend.id, now)
         return cls(deps, backend, now, deps.stats.sent(backend.id, prompt_tokens, now),
-                   trace=trace)
+                   trace=trace, prompt_tokens=prompt_tokens)
+
+    def usage(self, usage: object) -> None:
+        """Adopt an engine's reported ``usage`` (an OpenAI usage object; anything else is
+        ignored): its ``prompt_tokens`` replace the estimate, its ``completion_tokens`` are
+        kept for ``succeed`` (a stream's chunk count stays the fallback)."""
+        if not isinstance(usage, dict):
+            return
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        if type(prompt) is int and prompt >= 0:
+            self.prompt_tokens = prompt
+        if type(completion) is int and completion >= 0:
+            self.reported = completion
 
     def first_token(self) -> None:
         """The first token arrived: the prompt is no longer pending, and the time since
@@ -68,21 +85,22 @@ class Attempt:
 
     def succeed(self, output_tokens: int | None = None) -> None:
         """The request completed; records end-to-end latency (and the TTFT when a first
-        token was seen) and the output tokens (``output_tokens``, else the streamed chunks
-        counted in the field). Does nothing once settled."""
+        token was seen) and the output tokens (``output_tokens``, else the engine's
+        reported completion tokens, else the streamed chunks counted in the field). Does
+        nothing once settled."""
         if self._settle():
             return
         now = self.deps.clock()
         ttft_ms = None if self.ttft_s is None else self.ttft_s * 1000
+        out = output_tokens or self.reported or self.output_tokens
         self.deps.stats.finished(self.backend.id, now, ok=True,
                                  latency_ms=(now - self.started) * 1000, ttft_ms=ttft_ms,
-                                 output_tokens=output_tokens or self.output_tokens or None,
-                                 ticket=self._take_ticket())
+                                 output_tokens=out or None, ticket=self._take_ticket())
         self.deps.breaker.record(self.backend.id, Outcome.SUCCESS, now)
         if self.trace is not None:
-            self.trace.attempt(self.backend.id, now - self.started, self.ttft_s,
-                               output_tokens or self.output_tokens, None, ok=True,
-                               model=self.backend.model, entropy=self.entropy)
+            self.trace.attempt(self.backend.id, now - self.started, self.ttft_s, out, None,
+                               ok=True, model=self.backend.model, entropy=self.entropy,
+                               cost=self._cost(out))
 
     def fail(self, err: BaseException | None, *, to_breaker: bool = True) -> None:
         """The request failed (``err``) or was abandoned (None: client gone, or handed off
@@ -94,9 +112,10 @@ class Attempt:
         self.deps.stats.finished(self.backend.id, now, ok=err is None,
                                  ticket=self._take_ticket())
         if self.trace is not None:
-            self.trace.attempt(self.backend.id, now - self.started, self.ttft_s,
-                               self.output_tokens, err, ok=False, model=self.backend.model,
-                               entropy=self.entropy)
+            out = self.reported or self.output_tokens
+            self.trace.attempt(self.backend.id, now - self.started, self.ttft_s, out, err,
+                               ok=False, model=self.backend.model, entropy=self.entropy,
+                               cost=self._cost(out) if self.ttft_s is not None else None)
         if to_breaker and isinstance(err, BackendError) and err.retryable:
             self.blame()
         else:
@@ -105,6 +124,16 @@ class Attempt:
     def blame(self) -> None:
         """Count one failure against this backend's circuit breaker."""
         self.deps.breaker.record(self.backend.id, Outcome.FAILURE, self.deps.clock())
+
+    def _cost(self, completion_tokens: int) -> tuple[str, int, float] | None:
+        """``(pool, prompt tokens, cost)`` of this attempt at its pool's price (None: the
+        pool is not priced): what a leg that answered, or streamed before it was handed off
+        or failed, used. A failure before the first token costs nothing."""
+        price = self.backend.price
+        if price is None:
+            return None
+        return (self.backend.pool, self.prompt_tokens,
+                price.cost(self.prompt_tokens, completion_tokens))
 
     def _settle(self) -> bool:
         """Mark the attempt settled; True when it already was."""

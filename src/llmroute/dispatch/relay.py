@@ -200,10 +200,12 @@ class Relay:
                 await self._broken(leg, err)
                 return
             leg.first = None
-            leg.attempt.output_tokens += 1 if chunk is not None else 0
             if chunk is None:
                 await self._ended(leg)
                 return
+            leg.attempt.output_tokens += 1
+            if "usage" in chunk.obj:  # the engine's own count of this leg (priced pools)
+                leg.attempt.usage(chunk.obj["usage"])
             if leg.fuse.armed:  # an unarmed fuse reacts to failures only
                 verdict = leg.fuse.observe(StreamEvent(chunk_entropies(chunk.obj)))
                 if verdict.handoff and self._can_continue():

@@ -81,6 +81,7 @@ async def send(deps: Deps, request: ChatRequest, plan: RoutePlan, budget: Budget
 
     attempt, answer = await with_failover(deps, plan, budget, call, request.prompt_tokens,
                                           pending_prefill(deps, request), request.body)
+    attempt.usage(answer.get("usage"))
     attempt.succeed(output_tokens=_completion_tokens(answer))
     stops = pending_stops(request.body, deps.client.learned, attempt.backend) \
         if isinstance(request.body.get("stop"), list) else None

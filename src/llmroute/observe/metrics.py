@@ -30,7 +30,9 @@ the config and strategy files, statuses are HTTP codes; never request ids or tex
 * ``llmroute_quirks_learned_total{backend, quirk}`` — request-body quirks learned from an
   engine's refusal (``dispatch/adapt.py``);
 * ``llmroute_audit_dropped_total`` / ``llmroute_audit_failures_total`` — decision-audit
-  records dropped (queue full) / batches the disk refused.
+  records dropped (queue full) / batches the disk refused;
+* ``llmroute_cost_total{pool, tenant, key}`` — spend on priced pools in their price's
+  currency unit (``tenant``/``key`` ``none`` with auth off; ``key`` is the key id).
 """
 
 from __future__ import annotations
@@ -172,6 +174,8 @@ class Metrics:
                                            registry=r)
         self.trace_store_failures = Counter("llmroute_trace_store_failures", "Trace-store "
                                             "batches the disk refused", registry=r)
+        self.cost = Counter("llmroute_cost", "Spend on priced pools, in the pools' price "
+                            "currency unit", ["pool", "tenant", "key"], registry=r)
 
     def track(self, backend_ids: Iterable[str]) -> None:
         """Report the breaker state of ``backend_ids`` from now on (a reload changed the

@@ -78,6 +78,7 @@ class Observer:
         self.config_sha256: str | None = None
         self.on_finish: list[Callable[[Trace, Recorder], None]] = []
         self._series: dict[tuple[str, ...], Any] = {}  # labelled children, looked up once
+        self._costs: dict[tuple[str, str, str], Any] = {}
 
     def recorder(self, request_id: str, headers: Mapping[str, str]) -> Recorder:
         """A recorder for a request arriving now, made the current one for its engine
@@ -149,11 +150,24 @@ class Observer:
                 _bump(m.melt.handoffs, step.fields["backend"])
         if decision:
             m.decision.observe(decision / 1000)
+        spent = s.get("cost_by_pool")
+        if spent:
+            self._spend(spent, s.get("tenant", "none"), s.get("key_id", "none"))
         first = s.get("ttft_ms")
         if stream and first is not None:
             ttft.observe(first / 1000)
             if out > 1:
                 tpot.observe(max(trace.duration_ms - first, 0.0) / 1000 / (out - 1))
+
+    def _spend(self, by_pool: dict[str, float], tenant: str, key: str) -> None:
+        """``llmroute_cost_total{pool, tenant, key}`` += each pool's spend (its labelled
+        child looked up once per label set, as ``_labelled`` does)."""
+        for pool, cost in by_pool.items():
+            labels = (pool, tenant, key)
+            child = self._costs.get(labels)
+            if child is None:
+                child = self._costs[labels] = self.metrics.cost.labels(*labels)
+            child.inc(cost)
 
     def _labelled(self, key: tuple[str, ...]) -> tuple[Any, ...]:
         """The request's labelled series for ``key`` (pool, backend, intent, strategy,
@@ -188,6 +202,8 @@ class Observer:
         line["tokens_in"] = s.get("tokens_in")
         line["tokens_out"] = s.get("tokens_out")
         line["handoffs"] = len(s.get("handoffs", ()))
+        if "cost" in s:
+            line["cost"] = s["cost"]
         if self.config.log_prompts:
             line["prompt"], line["answer"] = rec.prompt, rec.answer
         return line

@@ -234,12 +234,16 @@ class Recorder:
 
     def attempt(self, backend: str, duration_s: float, ttft_s: float | None, tokens: int,
                 err: BaseException | None, *, ok: bool, model: str | None = None,
-                entropy: float | None = None) -> None:
+                entropy: float | None = None, cost: tuple[str, int, float] | None = None
+                ) -> None:
         """One settled attempt on ``backend`` (serving ``model``) that took ``duration_s``
         (ending now): ``ok``, or failed with ``err`` (None and not ok: abandoned — handed
         off or client gone); it keeps the span id of the newest engine call on
         ``backend`` (None when the call carried none); ``entropy``, the streamed leg's
-        mean token entropy in nats, is noted when the fuse measured one."""
+        mean token entropy in nats, is noted when the fuse measured one. ``cost``:
+        ``(pool, prompt tokens, cost)`` when its pool is priced — the step gains
+        ``prompt_tokens`` and ``cost``, and the summary's ``cost`` (the request's total,
+        currency units) and ``cost_by_pool`` add it up."""
         start = time.perf_counter() - duration_s
         ttft = None if ttft_s is None else round_us(ttft_s * 1000)
         if ok:
@@ -248,14 +252,26 @@ class Recorder:
             self.summary["ttft_ms"] = round_us((start - self.t0) * 1000 + ttft)
         self.summary["tokens_out"] = self.summary.get("tokens_out", 0) + tokens
         calls = self.calls.get(backend)
-        self.steps.append(Step("attempt", (start - self.t0) * 1000, duration_s * 1000, {
+        fields = {
             "backend": backend, "ok": ok, "model": model,
             "span_id": calls.pop() if calls else None,
             "status": 200 if ok else getattr(err, "upstream_status", None),
             "ttft_ms": ttft, "tokens": tokens,
             "error": getattr(err, "message", None) if err is not None else None,
             "detail": getattr(err, "detail", None),
-            **({} if entropy is None else {"entropy": round(entropy, 4)})}))
+            **({} if entropy is None else {"entropy": round(entropy, 4)})}
+        if cost is not None:
+            fields["prompt_tokens"], fields["cost"] = cost[1], cost[2]
+            self.spent(cost[0], cost[2])
+        self.steps.append(Step("attempt", (start - self.t0) * 1000, duration_s * 1000, fields))
+
+    def spent(self, pool: str, cost: float) -> None:
+        """Add ``cost`` (currency units) spent on ``pool`` to the summary's ``cost`` and
+        ``cost_by_pool``."""
+        summary = self.summary
+        summary["cost"] = summary.get("cost", 0.0) + cost
+        by_pool = summary.setdefault("cost_by_pool", {})
+        by_pool[pool] = by_pool.get(pool, 0.0) + cost
 
     def handoff(self, backend: str, to: str | None, reason: str, at_token: int,
                 window: tuple[float, ...]) -> None:

@@ -61,6 +61,17 @@ BAD = [
     ("header-timeout", "server: {header_timeout_s: 0}\n" + GOOD,
      "r.yaml:1: server.header_timeout_s"),
     ("body-timeout", "server: {body_timeout_s: -1}\n" + GOOD, "r.yaml:1: server.body_timeout_s"),
+    ("negative-price", GOOD.replace("  long: {}", "  long:\n    price: {input_per_mtok: 1, "
+                                    "output_per_mtok: -2}"), "r.yaml:4: pools.long.price."
+     "output_per_mtok: Input should be greater than or equal to 0"),
+    ("text-price", GOOD.replace("  general: {}", "  general:\n    price:\n      "
+                                "input_per_mtok: '0.5'\n      output_per_mtok: 1"),
+     "r.yaml:4: pools.general.price.input_per_mtok: Input should be a valid number"),
+    ("nan-price", GOOD.replace("  long: {}", "  long: {price: {input_per_mtok: .nan, "
+                               "output_per_mtok: 1}}"), "r.yaml:3: pools.long.price."
+     "input_per_mtok: Input should be a finite number"),
+    ("half-a-price", GOOD.replace("  long: {}", "  long: {price: {input_per_mtok: 1}}"),
+     "r.yaml:3: pools.long.price.output_per_mtok: Field required"),
 ]
 
 
@@ -69,6 +80,17 @@ def test_errors_name_file_line_and_field(text, where):
     with pytest.raises(ConfigError) as info:
         parse_config(text, "r.yaml")
     assert where in str(info.value)
+
+
+def test_a_pool_price_is_read_and_reaches_its_backends():
+    from llmroute.assemble.runtime import make_backends
+    from llmroute.types import Price
+    cfg = parse_config(GOOD.replace("  general: {}", "  general: {price: {input_per_mtok: 0.5, "
+                                    "output_per_mtok: 1.5}}"), "r.yaml")
+    backends = make_backends(cfg, {"b": "http://127.0.0.1:9"})
+    assert backends["a"].price == Price(0.5, 1.5) and backends["b"].price is None
+    assert Price(0.5, 1.5).cost(2_000_000, 1_000_000) == 2.5
+    assert Price(0.5, 1.5).blended == 1.0
 
 
 def test_unreadable_file_is_a_config_error(tmp_path):
