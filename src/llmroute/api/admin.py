@@ -11,7 +11,8 @@ secret), the method, path and status.
 
 * ``GET /admin/keys[?tenant=…]`` — the key records (never a secret);
 * ``POST /admin/keys`` — ``{"tenant", "name"?, "limits"?: {rpm, tpm, daily_tokens,
-  monthly_tokens, max_concurrency, max_context_tokens}, "models"?, "pools"?, "strategies"?, "priority"?,
+  monthly_tokens, max_concurrency, max_context_tokens, daily_cost, monthly_cost},
+  "models"?, "pools"?, "strategies"?, "priority"?,
   "role"?: "inference"|"operator", "expires_at"? (epoch s), "metadata"?}`` → 201 ``{"key": <secret, shown once>, "record"}``;
 * ``DELETE /admin/keys/{key_id}`` — revoke (effective at once on this replica);
 * ``POST /admin/keys/{key_id}/rotate`` — 201 ``{"key": <new secret, shown once>,
@@ -81,6 +82,8 @@ class _LimitsIn(BaseModel):
     monthly_tokens: int | None = Field(None, ge=1)
     max_concurrency: int | None = Field(None, ge=1)
     max_context_tokens: int | None = Field(None, ge=1)
+    daily_cost: float | None = Field(None, gt=0, allow_inf_nan=False)
+    monthly_cost: float | None = Field(None, gt=0, allow_inf_nan=False)
 
 
 class KeyIn(BaseModel):

@@ -27,6 +27,7 @@ from llmroute.policy.keystore_redis import AnyKeyStore, open_key_store
 
 _LIMITS = ("rpm", "tpm", "daily_tokens", "monthly_tokens", "max_concurrency",
            "max_context_tokens")
+_BUDGETS = ("daily_cost", "monthly_cost")
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -67,7 +68,21 @@ def _common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def _with_limits(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     for name in _LIMITS:
         p.add_argument(f"--{name.replace('_', '-')}", type=int, help="none when omitted")
+    for name in _BUDGETS:
+        p.add_argument(f"--{name.replace('_', '-')}", type=_budget, help="a cost budget per "
+                       "UTC day or month in the pools' price unit; none when omitted")
     return _common(p)
+
+
+def _budget(text: str) -> float:
+    """A cost budget from the command line: a finite number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"a budget must be a finite number above 0: {text}")
+    return value
 
 
 def run(config: Config, args: argparse.Namespace) -> int:
@@ -129,7 +144,7 @@ def _record(key: ApiKey) -> dict[str, Any]:
 
 
 def _limits(args: argparse.Namespace) -> Limits:
-    return Limits(**{name: getattr(args, name) for name in _LIMITS})
+    return Limits(**{name: getattr(args, name) for name in (*_LIMITS, *_BUDGETS)})
 
 
 def _metadata(text: str) -> dict[str, Any]:

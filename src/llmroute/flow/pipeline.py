@@ -64,8 +64,10 @@ async def admit(call: Call) -> None:
         if klass is not None and klass.e2e_target_s is not None and call.request.stream:
             call.request = call.request._replace(finish_by=rt.clock() + klass.e2e_target_s)
     if caller is not None and rt.policy is not None:
-        call.ticket = await rt.policy.admit(caller, call.request)
+        ticket = call.ticket = await rt.policy.admit(caller, call.request)
         call.trace.caller(caller.key.id, caller.tenant.id)
+        if ticket.budget_left is not None:  # the budget_left_below trigger reads it
+            call.caller = Caller(caller.key, caller.tenant, ticket.budget_left)
     if gate is not None and call.klass is not None:
         call.slot = await gate.enter(call.klass)
 
@@ -124,7 +126,7 @@ def asker(call: Call) -> Asker | None:
     if caller is None:
         return NOBODY
     klass = caller.key.priority if call.klass is None else call.klass.name
-    return Asker(caller.tenant.id, caller.key.name, klass, caller.key.id)
+    return Asker(caller.tenant.id, caller.key.name, klass, caller.key.id, caller.budget_left)
 
 
 async def decide(call: Call, *, explain: bool = True) -> Decision:

@@ -45,7 +45,7 @@ from llmroute.flow.rank import rank
 from llmroute.flow.strategies import answer
 from llmroute.observe.trace import Recorder
 from llmroute.policy.filter import ContentFilter
-from llmroute.policy.usage import Metered, answer_tokens
+from llmroute.policy.usage import Metered, answer_tokens, spent
 from llmroute.strategy.answers import non_streamed
 from llmroute.strategy.protocol import Matched
 from llmroute.strategy.snapshot import Entry
@@ -84,7 +84,8 @@ async def abandon(call: Call, err: BaseException) -> None:
 
 class UsageMeter:
     """Reconciles the admission's token reservation (``call.ticket``, taken by ``admit``)
-    with the real usage: a JSON answer's now (``policy/usage.answer_tokens``), a stream's
+    (and cost budgets: the cost the trace adds up, ``policy/usage.spent``) with the real usage:
+    a JSON answer's now (``policy/usage.answer_tokens``), a stream's
     when it ends (``policy/usage.Metered``), nothing served when the request fails (every
     reserved token goes back); adds the ``x-ratelimit-*`` headers."""
 
@@ -98,14 +99,15 @@ class UsageMeter:
         headers = routed.headers | ticket.headers
         if routed.stream is not None:
             return Routed(headers, stream=Metered(routed.stream, ticket,
-                                                   call.request.prompt_tokens))
-        await ticket.settle(answer_tokens(call.request, routed.body))
+                                                   call.request.prompt_tokens, call.trace))
+        await ticket.settle(answer_tokens(call.request, routed.body), spent(call.trace))
         return Routed(headers, body=routed.body)
 
     async def failed(self, call: Call, err: BaseException) -> None:
-        """Nothing served: give every reserved token back (once)."""
+        """Nothing served: give every reserved token back (once); charge what the
+        attempts that streamed before failing cost."""
         if call.ticket is not None:
-            await call.ticket.settle(None)
+            await call.ticket.settle(None, spent(call.trace))
 
 
 class PrioritySlot:

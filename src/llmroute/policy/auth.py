@@ -24,10 +24,13 @@ from llmroute.policy.keystore_redis import AnyKeyStore
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """An authenticated request's key and tenant."""
+    """An authenticated request's key and tenant; ``budget_left``: the smallest fraction
+    (0–1) of their cost budgets left when this request was admitted (None: no budget, or
+    not admitted yet; ``Ticket.budget_left``)."""
 
     key: ApiKey
     tenant: Tenant
+    budget_left: float | None = None
 
     def check_model(self, model: str) -> None:
         """Raises PermissionDenied (403) when the key's ``models`` exclude ``model``."""

@@ -28,9 +28,10 @@ surfaces (``/debug/*``, ``/metrics``, ``/trace``, the dashboard's data) and ever
 @dataclass(frozen=True, slots=True)
 class Limits:
     """Limits of a key or a tenant, None meaning none: requests (``rpm``) and tokens
-    (``tpm``) per minute, tokens per UTC day and month, requests in flight at once, and
+    (``tpm``) per minute, tokens per UTC day and month, requests in flight at once,
     ``max_context_tokens``: the most prompt + output tokens one request may use (below the
-    engines' own contexts; ``policy/counting.py``)."""
+    engines' own contexts; ``policy/counting.py``), and cost budgets per UTC day and month
+    (``daily_cost``, ``monthly_cost``: spend on priced pools, in the pools' price unit)."""
 
     rpm: int | None = None
     tpm: int | None = None
@@ -38,6 +39,8 @@ class Limits:
     monthly_tokens: int | None = None
     max_concurrency: int | None = None
     max_context_tokens: int | None = None
+    daily_cost: float | None = None
+    monthly_cost: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

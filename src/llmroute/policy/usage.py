@@ -1,4 +1,5 @@
-"""Real usage for reconciliation: from an answer's ``usage``, or counted off a stream.
+"""Real usage for reconciliation: from an answer's ``usage``, or counted off a stream, and
+the request's cost.
 
 A non-streamed answer's ``usage.total_tokens`` is taken as is. A stream is wrapped in
 ``Metered``, which passes the bytes through and counts its chunk events (about one token
@@ -6,6 +7,11 @@ each, as engines stream); when a chunk carries ``usage`` (the client asked for
 ``stream_options.include_usage``) its ``total_tokens`` wins. When the stream ends — done,
 cut, failed, or closed because the client left — the ticket is settled with what was
 streamed, once.
+
+The cost is the sum over the request's attempts of what each used at its pool's price
+(``dispatch.Attempt``, added up in the trace's summary: ``spent``), so an escalated
+cascade, a verifier's judge or a stream handed off to another pool each pay their own
+pool's price; it is settled against the caller's cost budgets with the tokens.
 """
 
 from __future__ import annotations
@@ -15,8 +21,15 @@ from typing import Any
 
 import orjson
 
+from llmroute.observe.trace import Recorder
 from llmroute.policy.limits import Ticket
 from llmroute.types import ChatRequest
+
+
+def spent(trace: Recorder | None) -> float | None:
+    """The request's cost so far (currency units): what its settled attempts used on
+    priced pools; None when it used none."""
+    return None if trace is None else trace.summary.get("cost")
 
 
 def answer_tokens(request: ChatRequest, body: Any) -> int:
@@ -33,10 +46,12 @@ def answer_tokens(request: ChatRequest, body: Any) -> int:
 
 class Metered:
     """``stream`` (SSE bytes) passed through unchanged; ``ticket`` is settled with the
-    streamed tokens (module docstring) when it ends or is closed."""
+    streamed tokens and the cost ``trace`` adds up (module docstring) when it ends or is
+    closed."""
 
-    def __init__(self, stream: AsyncIterator[bytes], ticket: Ticket, prompt_tokens: int):
-        self._stream, self._ticket = stream, ticket
+    def __init__(self, stream: AsyncIterator[bytes], ticket: Ticket, prompt_tokens: int,
+                 trace: Recorder | None = None):
+        self._stream, self._ticket, self._trace = stream, ticket, trace
         self._events, self._prompt = 0, prompt_tokens
         self._usage: int | None = None
 
@@ -63,7 +78,7 @@ class Metered:
 
     async def _settle(self) -> None:
         used = self._usage if self._usage is not None else self._prompt + self._events
-        await self._ticket.settle(used)
+        await self._ticket.settle(used, spent(self._trace))
 
 
 def _stream_usage(data: bytes) -> int | None:

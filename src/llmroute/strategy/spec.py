@@ -56,7 +56,10 @@ class When(Strict):
     ``model`` is one of these; ``tenant``, ``api_key``, ``priority_class``: the
     authenticated caller's tenant id, key name, priority class is one of these (auth off:
     the ``x-llmroute-tenant``, ``x-llmroute-api-key-name``, ``x-llmroute-priority``
-    header); ``headers``: header name → regex its value must match (``re.search``)."""
+    header); ``budget_left_below`` (0–1): the authenticated caller has a cost budget and
+    less than this fraction of it is left (the key's or tenant's, daily or monthly,
+    whichever is lowest; never holds with auth off); ``headers``: header name → regex its
+    value must match (``re.search``)."""
 
     intents: tuple[str, ...] = ()
     composite: bool | None = None
@@ -70,6 +73,7 @@ class When(Strict):
     tenant: tuple[str, ...] = ()
     api_key: tuple[str, ...] = ()
     priority_class: tuple[str, ...] = ()
+    budget_left_below: float | None = Field(None, ge=0, le=1)
     headers: dict[str, str] = {}
 
     @field_validator("regex")

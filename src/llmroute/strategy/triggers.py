@@ -27,15 +27,17 @@ PRIORITY_HEADER = "x-llmroute-priority"
 
 
 class Asker(NamedTuple):
-    """Who asks, as the ``tenant`` / ``api_key`` / ``priority_class`` triggers and a split's
-    stickiness read it: the ``tenant`` id, the key's ``api_key`` name, the ``priority``
-    class name and the ``key_id`` (None: not known). A NamedTuple: one is made per request
-    with auth on."""
+    """Who asks, as the ``tenant`` / ``api_key`` / ``priority_class`` /
+    ``budget_left_below`` triggers and a split's stickiness read it: the ``tenant`` id, the
+    key's ``api_key`` name, the ``priority`` class name, the ``key_id`` and ``budget_left``
+    (the smallest fraction 0–1 of the caller's cost budgets left; None: not known, or no
+    budget). A NamedTuple: one is made per request with auth on."""
 
     tenant: str | None = None
     api_key: str | None = None
     priority: str | None = None
     key_id: str | None = None
+    budget_left: float | None = None
 
     @classmethod
     def from_headers(cls, headers: Mapping[str, str]) -> Asker:
@@ -103,6 +105,8 @@ def _value_checks(when: When) -> list[Check]:
     if when.confidence_below is not None:
         below = when.confidence_below
         checks.append(lambda f: f.intent.confidence < below)
+    if when.budget_left_below is not None:
+        checks.append(_budget_below(when.budget_left_below))
     if when.model:
         models = frozenset(when.model)
         checks.append(lambda f: f.request.model in models)
@@ -110,6 +114,14 @@ def _value_checks(when: When) -> list[Check]:
         if bounds is not None:
             checks.append(_within(bounds, read))
     return checks
+
+
+def _budget_below(fraction: float) -> Check:
+    """True when the caller has a cost budget and less than ``fraction`` of it is left."""
+    def check(f: Facts) -> bool:
+        left = f.asker.budget_left
+        return left is not None and left < fraction
+    return check
 
 
 def _complexity(f: Facts) -> float:

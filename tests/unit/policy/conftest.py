@@ -45,12 +45,14 @@ class Gated:
 def gated(tmp_path):
     @contextlib.asynccontextmanager
     async def open_gated(script: list[Any] | None = None, reply: str = "Hello from the fake "
-                         "engine.", **auth: Any) -> AsyncIterator[Gated]:
+                         "engine.", price: dict[str, float] | None = None,
+                         **auth: Any) -> AsyncIterator[Gated]:
         async with serve_upstream(script or ["ok"], reply) as up:
             cfg = make_config([{"id": "a", "pool": "general", "base_url": up.base_url}],
                               gate={"kind": "off"}, auth={
                                   "enabled": True, "keys_path": str(tmp_path / "keys.db"),
-                                  "admin_key_env": "ADMIN_FOR_TESTS", **auth})
+                                  "admin_key_env": "ADMIN_FOR_TESTS", **auth},
+                              pools={"general": {} if price is None else {"price": price}})
             clock = FakeClock()
             async with open_router(cfg.model_copy(update={"auth": cfg.auth.model_copy(
                     update={"enabled": False})})) as (rt, client):
