@@ -107,6 +107,17 @@ class ChatRequest(NamedTuple):
     finish_by: float | None = None
 
 
+class Win(NamedTuple):
+    """The win head's answer for one cheaper pool of its ladder (``gate/win.py``):
+    ``probability`` (0–1) that ``pool`` answers the request at least as well as the
+    ladder's last (reference) pool, and its ``rank`` (0–1): the share of the head's fit
+    prompts given a lower probability (a strategy's ``strong_share`` reads it)."""
+
+    pool: str
+    probability: float
+    rank: float
+
+
 @dataclass(frozen=True, slots=True)
 class Intent:
     """The gate's verdict: ``label`` with ``confidence`` (0–1), ``runners_up`` as
@@ -117,7 +128,8 @@ class Intent:
     sequence ("translate it, then summarize it": ``gate/clauses.py``); empty otherwise.
     ``embedding`` is the gate encoder's vector of the latest turn (``(d,)`` float32, unit
     length, ``d`` the encoder's) when the gate embedded it, else None: the answer cache
-    reads it instead of embedding the prompt again."""
+    reads it instead of embedding the prompt again. ``wins``: the win head's ``Win`` per
+    cheaper pool of its ladder, cheapest first (empty without a fitted head)."""
 
     label: str
     confidence: float
@@ -128,6 +140,7 @@ class Intent:
     entropy: float = 0.0
     composite: tuple[str, ...] = ()
     embedding: Any = field(default=None, compare=False, repr=False)
+    wins: tuple[Win, ...] = ()
 
     @property
     def is_composite(self) -> bool:

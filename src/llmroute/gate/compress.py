@@ -150,6 +150,15 @@ def user_turns(request: ChatRequest) -> list[str]:
     return turns or [""]
 
 
+def message_texts(request: ChatRequest) -> list[str]:
+    """Every message's text, in order (the texts the router's token estimate counts:
+    ``api/wire.parse_chat``); ``request.text`` as one when the body has no messages."""
+    messages = request.body.get("messages") if isinstance(request.body, Mapping) else None
+    if not isinstance(messages, list):
+        return [request.text or ""]
+    return [_content_text(m.get("content")) for m in messages if isinstance(m, Mapping)]
+
+
 def _content_text(content: Any) -> str:
     """A message's text: a string, or the ``text`` of its parts (images contribute nothing)."""
     if isinstance(content, str):

@@ -180,10 +180,18 @@ class NgramHead(_Calibrated):
         chars, words = self._halves([str(t) for t in items])
         return sparse.hstack([normalize(chars), normalize(words)], format="csr")
 
+    def hashed(self, texts: Sequence[str]) -> tuple[sparse.csr_matrix, sparse.csr_matrix]:
+        """The two hashed halves ``(chars, words)`` of ``texts``, unnormalised: each
+        ``(len(texts), 2^18)`` (what ``logits_of`` and the win head read)."""
+        return self._halves(list(texts))
+
     def logits(self, items: Sequence[object]) -> np.ndarray:
         """``features(items)·W + b`` computed per half, each divided by its row norm (the
         same numbers without building the normalised, stacked matrix)."""
-        chars, words = self._halves([str(t) for t in items])
+        return self.logits_of(*self._halves([str(t) for t in items]))
+
+    def logits_of(self, chars: sparse.csr_matrix, words: sparse.csr_matrix) -> np.ndarray:
+        """``logits`` of already hashed halves (``hashed``)."""
         w = self.weights
         out = (np.asarray(chars @ w[:N_FEATURES]) / row_norms(chars)[:, None]
                + np.asarray(words @ w[N_FEATURES:]) / row_norms(words)[:, None])

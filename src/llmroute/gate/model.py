@@ -23,6 +23,8 @@ from llmroute.gate.encoder import DIM, OnnxEncoder, TunedEncoder
 from llmroute.gate.export import cache_root
 from llmroute.gate.head import EmbeddingHead, NgramHead
 from llmroute.gate.heads_cache import heads_key, heads_path, read_heads, write_heads
+from llmroute.gate.probs import softmax
+from llmroute.gate.win import Halves
 
 EMBED_BATCH = 64
 MANIFEST = "manifest.json"
@@ -40,6 +42,13 @@ class GateModel:
     def fast_proba(self, text: str) -> np.ndarray:
         """First-stage probabilities over ``classes`` for one compressed text."""
         return self.fast.proba([text])[0]
+
+    def fast_scores(self, text: str) -> tuple[np.ndarray, Halves]:
+        """``fast_proba(text)`` and the text's hashed n-gram halves (the win head reads
+        them), from one hashing."""
+        halves = self.fast.hashed([text])
+        logits = self.fast.logits_of(*halves)
+        return softmax(logits / self.fast.temperature)[0], halves
 
     def clause_labels(self, parts: Sequence[str], floor: float) -> tuple[str | None, ...]:
         """Each of ``parts``' top first-stage label, read in one batch; None for a part
