@@ -1,7 +1,7 @@
 """``GET /debug/route?query=…``: what the router would do with a prompt, sending nothing.
 
 Answers ``{"query", "intent": {label, confidence, runners_up, conflict, entropy, composite,
-source}, "complexity", "strategy": {strategy_id, version, kind, header}, "plan": {pool,
+source, wins: [{pool, probability, rank}, …]}, "complexity", "strategy": {strategy_id, version, kind, header}, "plan": {pool,
 reason, backend_ids, fallback_ids, max_attempts}, "backend", "candidates": [{"backend",
 "score", "scores", "predicted_ms"}, …], "predicted_ms": {"ttft", "per_output_token",
 "latency"}, "detail": {"kind", …}, "trial": null | {…}}``; ``backend`` is the
@@ -50,7 +50,8 @@ async def debug_route(request: Request) -> Response:
                  for c in d.candidates]
     return json_response({
         "query": query,
-        "intent": {k: v for k, v in asdict(intent).items() if k != "complexity"},
+        "intent": {**{k: v for k, v in asdict(intent).items() if k != "complexity"},
+                   "wins": [w._asdict() for w in intent.wins]},
         "complexity": intent.complexity,
         "strategy": {"strategy_id": s.strategy_id, "version": s.version, "kind": s.kind,
                      "header": s.header},

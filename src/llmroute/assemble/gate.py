@@ -18,4 +18,4 @@ def make_gate(config: Config) -> Gate:
         return RulesGate(config.gate.rules)
     from llmroute.gate.semantic import SemanticGate  # scikit-learn: imported only when used
 
-    return SemanticGate(config.gate)
+    return SemanticGate(config.gate, pools=tuple(config.pools))

@@ -1,5 +1,10 @@
 """Gate commands: ``llmroute classify TEXT``, ``llmroute gate fit --data FILE``,
-``llmroute gate eval --data FILE``.
+``llmroute gate eval --data FILE``, ``llmroute gate fit-router --data FILE [--pools A,B]``.
+
+``gate fit-router`` checks an outcome file (``gate/outcomes.py``; every error names the line
+and field, nothing is written), fits the win head for the ladder ``--pools`` (cheapest
+first; default the config's ``gate.router.pools``) and stores it in the gate's heads folder,
+where a gate whose ``gate.router`` names the same file and pools reads it on start.
 
 ``gate fit`` checks a labelled file, fits the heads on the shipped utterances plus its
 examples, and stores the examples as ``$LLMROUTE_CACHE/gate/user-examples.jsonl``, which
@@ -43,6 +48,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
         cmd.add_argument("--data", type=Path, required=True,
                          help="one JSON object a line: prompt or messages, and intent")
         cmd.add_argument("--config", type=Path)
+    router = action.add_parser("fit-router", help="fit the win head on an outcome JSONL")
+    router.add_argument("--data", type=Path, required=True,
+                        help="one JSON object a line: prompt or messages, and outcomes")
+    router.add_argument("--pools", type=lambda v: tuple(p for p in v.split(",") if p),
+                        help="the ladder, cheapest first, comma-separated")
+    router.add_argument("--config", type=Path)
 
 
 def run(config: Config, args: argparse.Namespace) -> int:
@@ -51,6 +62,8 @@ def run(config: Config, args: argparse.Namespace) -> int:
         return classify(config, args.text)
     if args.gate_command == "fit":
         return fit(config, args.data)
+    if args.gate_command == "fit-router":
+        return fit_router(config, args.data, args.pools)
     return evaluate(config, args.data)
 
 
@@ -109,6 +122,36 @@ def fit(config: Config, data: Path) -> int:
     model = SemanticGate(config.gate).load()
     print(f"fitted {len(model.classes)} intents with {len(examples)} example(s) from {data} "
           f"in {time.perf_counter() - t0:.1f} s; stored in {path} (used from the next start)")
+    return 0
+
+
+def fit_router(config: Config, data: Path, pools: tuple[str, ...] | None) -> int:
+    """Fit (or find already fitted) the win head for ``pools`` on ``data`` and say where it
+    is. Raises ConfigError for a bad file or a ladder of fewer than two pools."""
+    import numpy as np
+
+    from llmroute.errors import ConfigError
+    from llmroute.gate.heads_cache import heads_dir
+    from llmroute.gate.semantic import SemanticGate
+    from llmroute.gate.win_store import fit_router as fit_head
+    router = config.gate.router
+    ladder = pools or (router.pools if router is not None else ())
+    if len(ladder) < 2 or len(set(ladder)) != len(ladder):
+        raise ConfigError("--pools: need at least two different pools, cheapest first "
+                          "(or gate.router.pools in the config)")
+    t0 = time.perf_counter()
+    model = SemanticGate(config.gate.model_copy(update={"router": None})).load()
+    head, cached = fit_head(model, data, ladder, heads_dir(config.gate.cache_dir))
+    how = "already fitted" if cached else f"fitted in {time.perf_counter() - t0:.1f} s"
+    print(f"win head for {' < '.join(ladder)} on {data}: {how} "
+          f"({len(head.calibration)} rows; key {head.key})")
+    for j, pool in enumerate(ladder[:-1]):
+        cal = head.calibration[:, j]
+        print(f"  {pool}: out-of-fold probability of answering as well as {ladder[-1]}: "
+              f"p10 {np.quantile(cal, 0.1):.3f}, p50 {np.quantile(cal, 0.5):.3f}, "
+              f"p90 {np.quantile(cal, 0.9):.3f}")
+    if router is None or router.data != str(data) or tuple(router.pools) != ladder:
+        print(f"serve with it: gate.router: {{data: {data}, pools: [{', '.join(ladder)}]}}")
     return 0
 
 

@@ -217,6 +217,16 @@ class RoutingConfig(Strict):
     cross_pool_fallback: bool = False
 
 
+class RouterHeadConfig(Strict):
+    """The gate's win head (docs/cost-routing.md): ``data``, an outcome file (one JSON
+    object a line: prompt or messages, and per pool a flag or a 1–10 score), and ``pools``,
+    the ladder cheapest first (at least two; the last is the reference). Fitted at the
+    gate's start, or read back when ``llmroute gate fit-router`` fitted the same file."""
+
+    data: str
+    pools: tuple[str, ...] = Field(min_length=2)
+
+
 class GateConfig(Strict):
     """The semantic gate (docs/gate.md). ``kind``: ``semantic`` (fast n-gram head, fine-tuned
     encoder as second opinion), ``rules`` (keywords only) or ``off`` (no classification:
@@ -230,7 +240,7 @@ class GateConfig(Strict):
     batch runs still share the next) and the batch size; ``encoder``: false skips the fine-tuned encoder;
     ``cache_dir``: folder for the fitted heads (empty: ``$LLMROUTE_CACHE/gate``, default
     ``~/.cache/llmroute/gate``), read on start instead of refitting when nothing they depend
-    on changed."""
+    on changed. ``router``: the win head (``RouterHeadConfig``; none by default)."""
 
     kind: Literal["semantic", "rules", "off"] = "semantic"
     rules: dict[str, list[str]] = {}
@@ -243,6 +253,7 @@ class GateConfig(Strict):
     max_batch: int = Field(32, ge=1, le=256)
     encoder: bool = True
     cache_dir: str = ""
+    router: RouterHeadConfig | None = None
 
     @field_validator("kind", mode="before")
     @classmethod

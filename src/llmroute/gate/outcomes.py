@@ -107,7 +107,7 @@ def _row(path: Path, n: int, obj: Mapping[str, Any], pools: Sequence[str],
     if not isinstance(outcomes, dict):
         raise ConfigError(f"{path}:{n}: outcomes: need an object of pool → flag or score")
     quality = tuple(_quality(path, n, pool, outcomes, kinds) for pool in pools)
-    return Outcome(_request(path, n, obj), quality, n)
+    return Outcome(row_request(obj, f"{path}:{n}"), quality, n)
 
 
 def _quality(path: Path, n: int, pool: str, outcomes: Mapping[str, Any],
@@ -135,8 +135,9 @@ def _quality(path: Path, n: int, pool: str, outcomes: Mapping[str, Any],
     return (float(value) - low) / (high - low)
 
 
-def _request(path: Path, n: int, obj: Mapping[str, Any]) -> ChatRequest:
-    """The row's request, with the router's own token estimate."""
+def row_request(obj: Mapping[str, Any], where: str) -> ChatRequest:
+    """A row's request (its ``prompt`` or ``messages`` and ``tools``) with the router's own
+    token estimate. Raises ConfigError naming ``where`` (``file:line``) without either."""
     messages, prompt = obj.get("messages"), obj.get("prompt")
     if isinstance(messages, list) and messages and all(isinstance(m, dict) for m in messages):
         tools = obj.get("tools") or ()
@@ -144,6 +145,6 @@ def _request(path: Path, n: int, obj: Mapping[str, Any]) -> ChatRequest:
     elif isinstance(prompt, str) and prompt.strip():
         request = prompt_request(prompt)
     else:
-        raise ConfigError(f"{path}:{n}: prompt: need a non-empty prompt string or a "
+        raise ConfigError(f"{where}: prompt: need a non-empty prompt string or a "
                           f"messages list")
     return request._replace(prompt_tokens=estimate_chat_tokens(message_texts(request)))

@@ -15,7 +15,10 @@ Per request (docs/gate.md):
    them while serving);
 6. complexity from ``complexity.ComplexityScorer`` (the one formula) over the compressed
    text (so a 1 MB prompt costs what a 1 kB one does), with the request's token count for
-   length.
+   length;
+7. with a win head (``gate.router``: ``win.py``), each cheaper pool's probability of
+   answering as well as the ladder's reference, from the first stage's features (cached
+   with them): ``Intent.wins``.
 
 Until ``start()`` has fitted the heads (in a worker thread) the verdict's label comes from
 ``RulesClassifier`` (source ``rules``), with the complexity step 6 gives, so a prompt's
@@ -61,7 +64,8 @@ from llmroute.gate.verdict import (
     override,
     structure_vector,
 )
-from llmroute.types import ChatRequest, Intent
+from llmroute.gate.win import WinHead, dense_features
+from llmroute.types import ChatRequest, Intent, Win
 
 _log = structlog.get_logger("llmroute.gate")
 
@@ -77,6 +81,7 @@ class _Scored:
     source: str
     clauses: tuple[str | None, ...] = ()
     embedding: np.ndarray | None = None
+    wins: tuple[Win, ...] = ()
 
 
 class SemanticGate:
@@ -84,15 +89,16 @@ class SemanticGate:
 
     ``examples`` (default: the shipped utterances plus ``cfg.utterances``) are what the heads
     fit on; ``encoder_folder`` overrides the exported model's folder (default: export on
-    first start, cached); ``clock`` (seconds) drives the cache's TTL; ``model`` is an already fitted ``GateModel`` to use
-    instead of fitting (``load`` then only adopts it). Construction does no I/O and raises ConfigError for bad
-    override rules.
+    first start, cached); ``clock`` (seconds) drives the cache's TTL; ``model`` is an already
+    fitted ``GateModel`` to use instead of fitting (``load`` then only adopts it); ``pools``:
+    the configured pools (a win head fitted for others is ignored with one warning).
+    Construction does no I/O and raises ConfigError for bad override rules.
     """
 
     def __init__(self, cfg: GateConfig, *, examples: Sequence[tuple[str, str]] | None = None,
                  encoder_folder: Path | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 model: GateModel | None = None) -> None:
+                 model: GateModel | None = None, pools: Sequence[str] = ()) -> None:
         self.cfg = cfg
         self._examples = examples
         self._folder = encoder_folder
@@ -109,6 +115,8 @@ class SemanticGate:
         self._batcher: MicroBatcher | None = None
         self.model: GateModel | None = None
         self._preset = model
+        self._pools = tuple(pools)
+        self.win: WinHead | None = None
 
     @property
     def ready(self) -> bool:
@@ -123,6 +131,7 @@ class SemanticGate:
         ConfigError for unusable examples."""
         if self._preset is not None:
             self.model = self._preset
+            self.win = self._win_head(self.model)
             return self.model
         examples = self._examples or with_extras(
             [*shipped_utterances(), *user_examples()], self.cfg.utterances)
@@ -133,9 +142,30 @@ class SemanticGate:
             except LLMRouteError as err:
                 _log.warning("gate encoder unavailable; first stage only", error=err.message)
         cache = self.cfg.cache_dir or self._examples is None
-        self.model = build_model(examples, folder, cache_dir=heads_dir(self.cfg.cache_dir)
-                                 if cache else None)
-        return self.model
+        model = build_model(examples, folder, cache_dir=heads_dir(self.cfg.cache_dir)
+                            if cache else None)
+        self.win = self._win_head(model)
+        self.model = model
+        return model
+
+    def _win_head(self, model: GateModel) -> WinHead | None:
+        """The configured win head (``win_store.fit_router``), or None: none configured, or
+        (one warning) a bad outcome file or a head that cannot serve these pools."""
+        router = self.cfg.router
+        if router is None:
+            return None
+        from llmroute.gate.win_store import fit_router
+        try:
+            head, _ = fit_router(model, Path(router.data), router.pools,
+                                 heads_dir(self.cfg.cache_dir))
+        except LLMRouteError as err:
+            _log.warning("gate win head unavailable; routing without it", error=err.message)
+            return None
+        why = head.usable_with(self._pools or head.pools, model.classes, None)
+        if why is not None:
+            _log.warning("gate win head ignored", reason=why)
+            return None
+        return head
 
     async def start(self) -> None:
         """Fit and load in the gate's worker thread."""
@@ -201,10 +231,15 @@ class SemanticGate:
         """First stage; returns the final answer, or ``(first, request)`` to ask the encoder."""
         assert self.model is not None
         scores = self._rules.scores(request, c.text, c.document)
-        p = first_stage(self.model.fast_proba(c.text), scores, self.model.classes, c)
+        fast, halves = self.model.fast_scores(c.text)
+        p = first_stage(fast, scores, self.model.classes, c)
         parts = clauses(c.latest)
-        scored = _Scored(p, self._level(c, request, scores), "fast",
-                         self.model.clause_labels(parts, CLAUSE_MIN) if parts else ())
+        level = self._level(c, request, scores)
+        wins = () if self.win is None else self.win.predict(
+            dense_features(None, p, level, c), halves)
+        scored = _Scored(p, level, "fast",
+                         self.model.clause_labels(parts, CLAUSE_MIN) if parts else (),
+                         wins=wins)
         if (p.max() >= self.cfg.second_opinion_below or self.model.encoder is None
                 or c.pasted):
             self._cache[c.key] = scored
@@ -219,7 +254,7 @@ class SemanticGate:
         p_enc = self.model.encoder_proba(embedding)
         structure = structure_vector(c, self.model.classes)
         final = _Scored(combine(scored.probs, p_enc, structure), scored.complexity,
-                        "fast+encoder", scored.clauses, embedding)
+                        "fast+encoder", scored.clauses, embedding, scored.wins)
         self._cache[c.key] = final
         return final
 
@@ -254,6 +289,8 @@ class SemanticGate:
                              self.cfg.composite_margin)
         if scored.embedding is not None:
             intent = replace(intent, embedding=scored.embedding)
+        if scored.wins:
+            intent = replace(intent, wins=scored.wins)
         if intent.composite or not scored.clauses:
             return intent
         return replace(intent, composite=composite_of(intent.label, scored.clauses))

@@ -96,6 +96,17 @@ class WinHead:
              + np.asarray(words @ w[N_FEATURES:])[0] / row_norms(words)[0])
         return 0.5 * z + 0.5 * (n + self.ngram_b)
 
+    def batch_logits(self, dense: np.ndarray, ngrams: sparse.csr_matrix | None
+                     ) -> np.ndarray:
+        """The ``(n, k−1)`` logits of ``n`` rows at once: ``dense`` ``(n, f)`` and ``ngrams``
+        ``(n, 2·2^18)``, each half already L2-normalised (``NgramHead.features``; may be
+        None only for a head without an n-gram part)."""
+        z = dense @ self.dense_w + self.dense_b
+        if self.ngram_w is None or self.ngram_b is None:
+            return z
+        assert ngrams is not None, "this head reads the hashed n-grams"
+        return 0.5 * z + 0.5 * (np.asarray(ngrams @ self.ngram_w) + self.ngram_b)
+
     def predict(self, dense: np.ndarray, halves: Halves | None = None) -> tuple[Win, ...]:
         """One ``Win`` per cheaper pool, cheapest first, probabilities and ranks rounded to
         4 places."""

@@ -24,8 +24,8 @@ from sklearn.preprocessing import StandardScaler
 
 from llmroute.errors import ConfigError
 from llmroute.gate.complexity import ComplexityScorer
-from llmroute.gate.compress import Compressed, compress
-from llmroute.gate.model import GateModel, cached_embeddings
+from llmroute.gate.compress import compress
+from llmroute.gate.model import GateModel
 from llmroute.gate.rules import RulesClassifier
 from llmroute.gate.verdict import first_stage
 from llmroute.gate.win import WinHead, dense_features
@@ -51,35 +51,20 @@ class Rows:
         return Rows(self.dense[index], self.ngrams[index])
 
 
-def gate_rows(model: GateModel, requests: Sequence[ChatRequest],
-              encoder_folder: object = None) -> Rows:
-    """The features of ``requests`` through the gate's ``model``, as a served request gets
-    them: compression, first stage (n-gram head, rules, structure), complexity and, with an
-    encoder, the embedding of each latest turn (read from / written to the encoder's
-    folder by digest when ``encoder_folder`` is a folder: ``model.cached_embeddings``)."""
+def gate_rows(model: GateModel, requests: Sequence[ChatRequest]) -> Rows:
+    """The features of ``requests`` through the gate's ``model`` as a served request gets
+    them: compression, first stage (n-gram head, rules, structure) and complexity. The
+    encoder's embedding is not read: the gate asks its encoder only for the requests its
+    first stage is unsure of, and the head must answer for every request."""
     rules, scorer = RulesClassifier(), ComplexityScorer()
     squeezed = [compress(r) for r in requests]
-    probs, levels = [], []
+    dense = []
     for request, c in zip(requests, squeezed):
         scores = rules.scores(request, c.text, c.document)
-        probs.append(first_stage(model.fast_proba(c.text), scores, model.classes, c))
-        levels.append(scorer.score(c.text, request.prompt_tokens, scores, c.turns))
-    embeddings = _embeddings(model, squeezed, encoder_folder)
-    dense = np.stack([dense_features(None if embeddings is None else embeddings[i], p, level,
-                                     c)
-                      for i, (p, level, c) in enumerate(zip(probs, levels, squeezed))])
-    return Rows(dense, model.fast.features([c.text for c in squeezed]))
-
-
-def _embeddings(model: GateModel, squeezed: Sequence[Compressed],
-                folder: object) -> np.ndarray | None:
-    if model.encoder is None:
-        return None
-    texts = [c.latest for c in squeezed]
-    if folder is not None:
-        return cached_embeddings(model.encoder, texts, folder)  # type: ignore[arg-type]
-    return np.concatenate([model.encoder.encode(texts[i:i + 64])
-                           for i in range(0, len(texts), 64)])
+        p = first_stage(model.fast_proba(c.text), scores, model.classes, c)
+        level = scorer.score(c.text, request.prompt_tokens, scores, c.turns)
+        dense.append(dense_features(None, p, level, c))
+    return Rows(np.stack(dense), model.fast.features([c.text for c in squeezed]))
 
 
 def fit_win(rows: Rows, quality: np.ndarray, pools: Sequence[str], classes: Sequence[str],

@@ -200,11 +200,13 @@ class Recorder:
         self.step("policy", key_id=key_id, tenant=tenant)
 
     def gate(self, intent: Intent) -> float:
-        """The gate's verdict; returns the gate's time in ms."""
+        """The gate's verdict (with the win head's ``wins``: ``[[pool, probability, rank],
+        …]`` when it answered); returns the gate's time in ms."""
         self.summary["intent"] = intent.label
+        extra = {"wins": [list(w) for w in intent.wins]} if intent.wins else {}
         return self.step("gate", intent=intent.label, confidence=round(intent.confidence, 4),
                          runners_up=[[k, round(v, 4)] for k, v in intent.runners_up],
-                         complexity=intent.complexity, source=intent.source)
+                         complexity=intent.complexity, source=intent.source, **extra)
 
     def strategy(self, header: str, kind: str, pool: str) -> None:
         """The matched strategy (``<id>@<version>``), its kind and the plan's pool."""

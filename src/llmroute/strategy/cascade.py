@@ -1,7 +1,12 @@
 """cascade: try the cheaper pool first, escalate to the stronger one when needed.
 
 ``pools`` lists the pools cheapest first. Before anything is sent, the cascade picks the
-pool to start on: the first, or the next one when the gate's complexity is above
+pool to start on: the first; with the gate's win head (``Intent.wins``: per cheaper pool the
+probability that it answers as well as the ladder's reference), the cheapest pool whose
+probability is at least ``escalate.win_probability_at_least``, or whose rank (the share of
+the head's fit prompts given a lower probability) is at least ``escalate.win_rank_at_least``
+— a target share of calls kept off the pools above it (a pool the head does not judge
+ends the climb); at least the next one when the gate's complexity is above
 ``escalate.complexity_above``; then, while the chosen pool's best anchor score is under
 ``downgrade_below`` (seed 001: 0.3; no backend surviving the anchor's filters counts as
 under), it moves on to the next pool. Each reason is listed in the answer.
@@ -44,9 +49,13 @@ from llmroute.types import Backend, ChatRequest, Intent, RoutePlan
 class EscalateSpec(Strict):
     """When to move to the next pool: ``complexity_above`` (0.1–5.0, decided up front),
     ``mean_logprob_below`` (≤ 0, the non-streamed draft's mean token logprob) and
-    ``on_error`` (the draft pool failed with a server error)."""
+    ``on_error`` (the draft pool failed with a server error), ``win_probability_at_least``
+    and ``win_rank_at_least`` (0–1, the win head's probability or rank a pool needs to be
+    started on; module docstring)."""
 
     complexity_above: float | None = Field(None, ge=0.1, le=5.0)
+    win_probability_at_least: float | None = Field(None, ge=0, le=1)
+    win_rank_at_least: float | None = Field(None, ge=0, le=1)
     mean_logprob_below: float | None = Field(None, le=0)
     on_error: bool = True
 
@@ -106,14 +115,15 @@ class CascadeStrategy(Runner):
 
     def describe(self, request: ChatRequest, intent: Intent, score: Scorer
                  ) -> dict[str, Any]:
-        """``{"pools", "escalate": {complexity_above, mean_logprob_below, on_error},
-        "downgrade_below", "start", "reasons"}``: ``start`` is the pool this request would
-        start on and ``reasons`` why it is not the first (as ``serve`` decides)."""
+        """``{"pools", "escalate": {complexity_above, mean_logprob_below, on_error,
+        win_probability_at_least, win_rank_at_least}, "downgrade_below", "start", "reasons",
+        "wins"}``: ``start`` is the pool this request would start on, ``reasons`` why it is
+        not the first (as ``serve`` decides) and ``wins`` the win head's answer."""
         spec = self._spec
         i, reasons = self.start_on(request, intent, score)
         return {"pools": list(spec.pools), "escalate": spec.escalate.model_dump(),
                 "downgrade_below": spec.downgrade_below, "start": spec.pools[i],
-                "reasons": reasons}
+                "reasons": reasons, "wins": [w._asdict() for w in intent.wins]}
 
     def start(self, run: Run) -> tuple[int, list[str]]:
         """The index of the pool to start on and why it is not the first."""
@@ -122,9 +132,10 @@ class CascadeStrategy(Runner):
     def start_on(self, request: ChatRequest, intent: Intent, score: Scorer
                  ) -> tuple[int, list[str]]:
         """``start`` from the gate's ``intent`` and the anchor's best ``score`` per pool."""
-        spec, i, reasons = self._spec, 0, []
+        spec = self._spec
+        i, reasons = self._win_start(intent)
         limit = spec.escalate.complexity_above
-        if limit is not None and intent.complexity > limit:
+        if limit is not None and intent.complexity > limit and i == 0:
             i = 1
             reasons.append(f"complexity {intent.complexity:g} > {limit:g}")
         while spec.downgrade_below is not None and i < len(spec.pools) - 1:
@@ -136,6 +147,24 @@ class CascadeStrategy(Runner):
             reasons.append(f"pool {spec.pools[i]}: {shown}")
             i += 1
         return i, reasons
+
+    def _win_start(self, intent: Intent) -> tuple[int, list[str]]:
+        """The cheapest pool the win head clears (module docstring) and why the ones below
+        it were passed over; 0 and none without a threshold or the head's answer."""
+        esc, pools = self._spec.escalate, self._spec.pools
+        if esc.win_probability_at_least is None and esc.win_rank_at_least is None:
+            return 0, []
+        wins, reasons = {w.pool: w for w in intent.wins}, []
+        for i, pool in enumerate(pools[:-1]):
+            win = wins.get(pool)
+            if win is None:
+                return i, reasons
+            low = _below(win.probability, esc.win_probability_at_least, "probability") \
+                or _below(win.rank, esc.win_rank_at_least, "rank")
+            if low is None:
+                return i, reasons
+            reasons.append(f"pool {pool}: win {low}")
+        return len(pools) - 1, reasons
 
     async def _complete(self, run: Run, start: int, reasons: list[str]) -> Served:
         """Draft on ``pools[start]``; escalate once to the next pool when it says so."""
@@ -187,6 +216,11 @@ class CascadeStrategy(Runner):
         if usage:
             body["usage"] = usage
         return Served(body, _headers(backend, pools))
+
+
+def _below(value: float, limit: float | None, what: str) -> str | None:
+    """``"<what> v < limit"`` when ``value`` is under a set ``limit``, else None."""
+    return None if limit is None or value >= limit else f"{what} {value:g} < {limit:g}"
 
 
 def _headers(backend: Backend, pools: list[str]) -> dict[str, str]:
