@@ -7,7 +7,8 @@ Paths (interleaved round by round): ``direct`` (client → upstream), ``passthro
 Starlette + uvicorn + aiohttp, no routing), ``llmroute`` (gate off), ``llmroute-gate`` (gate
 on), ``llmroute-observed`` (gate off; the trace, metrics, the per-request log line at info
 level, to the server's log file, and the SQLite decision audit all on),
-``llmroute-policies`` (gate off; auth on with a key whose limits never bind, a 10,000-word
+``llmroute-policies`` (gate off; auth on with a key whose limits and cost budgets never bind, a
+priced pool, a 10,000-word
 sensitive-word list filtering input and output: ``bench/lib/policies.py``), ``litellm`` (LiteLLM proxy from PyPI, installed by this script in its own virtual
 environment under ``$LLMROUTE_CACHE/bench``) and, at 1 client only, four controls:
 ``llmroute-pause``, llmroute with the gate off whose requests first wait (``asyncio.sleep``,

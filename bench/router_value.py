@@ -25,6 +25,15 @@ Random routing's expected quality at ``s`` is ``q_weak + s·(q_strong − q_weak
   the fair comparison with RouteLLM's published cuts (0.45 MMLU, 0.35 GSM8K, 0.85
   MT-Bench at 95 % of GPT-4's quality, from its routers trained on Chatbot Arena data:
   Ong et al. 2024, lmsys.org/blog/2024-07-01-routellm), which never saw these sets.
+- AlpacaEval ladder (``ladder_*``): four fine-tunes of one family at 1B, 3B, 8B and 9B
+  parameters, priced in proportion to their size (``routellm.LADDER``), quality = the
+  GPT-4 Turbo judge's preference over its reference answer (0–1) on AlpacaEval 2.0's 805
+  instructions; the head (one probability per cheaper model: "answers at least as well as
+  the 9B") out of fold (K-fold), each prompt sent to the cheapest model whose probability
+  clears a threshold, the threshold swept. ``ladder_cost_cut_at_95``: 1 − the cheapest
+  mean price per prompt at ≥ 95 % of the best single model's quality, divided by that
+  model's price; ``ladder_quality_at_cut`` that quality; ``ladder_best_single_at_equal_cost``
+  the quality of the best single model no dearer than that mean price.
 - ``head_p50_ms``: the win head's own time per request on one core (dense features and
   both parts' dot products of one prompt), beside ``classify_p50_ms``, the gate's first
   stage for the same prompt (compression, n-gram head, rules, complexity).
@@ -49,7 +58,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sklearn.model_selection import GroupKFold
+from sklearn.model_selection import GroupKFold, KFold
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 
@@ -176,6 +185,39 @@ def plot(curves: dict[str, dict[str, np.ndarray]], path: Path) -> None:
     plt.close(fig)
 
 
+def ladder(model: GateModel, folds: int, smoke: bool) -> dict[str, float]:
+    """The AlpacaEval ladder figures (module docstring)."""
+    requests, quality = routellm.alpaca_ladder()
+    if smoke:
+        requests, quality = requests[:300], quality[:300]
+    rows, k = gate_rows(model, requests), quality.shape[1]
+    pools = tuple(name for name, _ in routellm.LADDER)
+    prices = np.array([price for _, price in routellm.LADDER])
+    p = np.zeros((len(requests), k - 1))
+    for train, test in KFold(folds, shuffle=True, random_state=SEED).split(rows.dense):
+        head = fit_win(rows.take(train), quality[train], pools, model.classes, None, 0)
+        part = rows.take(test)
+        p[test] = 1.0 / (1.0 + np.exp(-head.batch_logits(part.dense, part.ngrams)))
+    means = quality.mean(axis=0)
+    best = int(np.argmax(means))
+    target, points = 0.95 * means[best], []
+    for t in np.unique(np.concatenate([p.ravel(), [1.1]])):
+        clears = p >= t
+        choice = np.where(clears.any(axis=1), clears.argmax(axis=1), k - 1)
+        points.append((prices[choice].mean(), quality[np.arange(len(choice)), choice].mean()))
+    cost, q = min((c, q) for c, q in points if q >= target - 1e-12)
+    single = max((m for m, price in zip(means, prices) if price <= cost + 1e-12),
+                 default=0.0)
+    print(f"ladder   n={len(requests):6}  cost cut@95 {1 - cost / prices[best]:.3f} "
+          f"(quality {q:.3f} vs best {means[best]:.3f}; best single model at that cost "
+          f"{single:.3f})")
+    return {"ladder_cost_cut_at_95": round(1 - cost / prices[best], 4),
+            "ladder_quality_at_cut": round(float(q), 4),
+            "ladder_best_quality": round(float(means[best]), 4),
+            "ladder_best_single_at_equal_cost": round(float(single), 4),
+            "ladder_single_quality": {n: round(float(m), 4) for n, m in zip(pools, means)}}
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every figure of the module docstring; returns the RESULT."""
     folds = 2 if args.smoke else 3 if args.quick else 5
@@ -216,6 +258,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     result["mmlu_loso_cut_at_95"] = round(loso["cut"], 4)
     result["mmlu_loso_apgr"] = round(loso["apgr"], 4)
     print(f"mmlu leave-subject-out: cut@95 {loso['cut']:.3f} apgr {loso['apgr']:.3f}")
+    if routellm.ALPACA.is_dir():
+        result |= ladder(model, folds, args.smoke)
     head = fit(rows["gsm8k"], sets["gsm8k"].quality, model)
     result |= head_timing(model, head, mmlu, 300 if args.smoke else 2000)
     result["targets_met"] = {k: bool(result[f"strong_call_cut_at_95_{k}"] >= v and

@@ -1,6 +1,7 @@
 """The ``llmroute-policies`` path of ``bench/overhead.py``: llmroute (gate off) with the
 gateway policies on — auth, a key whose limits (RPM, TPM, daily and monthly tokens,
-concurrency) are far too high ever to bind, and the sensitive-word filter with a
+daily and monthly cost budgets, concurrency) are far too high ever to bind, a priced pool
+(each attempt's cost computed and charged to the budgets), and the sensitive-word filter with a
 10,000-word list applied to the input and the streamed/JSON output.
 
 ``setup(work, upstream)`` writes the word list, a fresh SQLite key store holding one tenant
@@ -25,7 +26,7 @@ WORDS = 10_000
 SEED = 22
 ADMIN_ENV, ADMIN_KEY = "LLMROUTE_BENCH_ADMIN_KEY", "bench-admin-key"
 HIGH = Limits(rpm=10**9, tpm=10**12, daily_tokens=10**15, monthly_tokens=10**15,
-              max_concurrency=10**6)
+              daily_cost=1e12, monthly_cost=1e12, max_concurrency=10**6)
 """Limits that never bind, so every check and reservation runs and none refuses."""
 TEXTS = ("say hello to the benchmark. #0123456789- the quick brown fox jumps over the lazy "
          "dog. tok0123456789 hello from the fake engine.")
@@ -62,7 +63,7 @@ def config_text(work: Path, upstream: str) -> str:
     ``work/policies-keys.sqlite3``), the word list ``work/policies-words.txt`` filtering
     input and output (``block``)."""
     return f"""\
-pools: {{bench: {{}}}}
+pools: {{bench: {{price: {{input_per_mtok: 0.5, output_per_mtok: 1.5}}}}}}
 backends:
   - {{id: up, pool: bench, engine: openai, base_url: "{upstream}", model: bench,
      context_length: 32768}}

@@ -110,3 +110,32 @@ def mtbench() -> EvalSet:
             rows.append((obj, (scores[(qid, t, WEAK)] - 1) / 9,
                          (scores[(qid, t, STRONG)] - 1) / 9, str(qid), "mtbench"))
     return _build("mtbench", rows)
+
+
+ALPACA = DATA / "alpaca-eval"
+LADDER = (("FuseChat-Llama-3.2-1B-Instruct", 1.0), ("FuseChat-Llama-3.2-3B-Instruct", 3.0),
+          ("FuseChat-Llama-3.1-8B-Instruct", 8.0), ("FuseChat-Gemma-2-9B-Instruct", 9.0))
+"""The AlpacaEval ladder, cheapest first, with prices proportional to parameter count
+(billions: 1, 3, 8, 9) — one family of fine-tunes, so size is what sets the price."""
+
+
+def alpaca_ladder() -> tuple[list[ChatRequest], np.ndarray]:
+    """AlpacaEval 2.0's 805 instructions (``../shared/data/alpaca-eval``; the instructions
+    are CC BY-NC 4.0: read here to measure, never fitted into anything shipped) with each
+    ``LADDER`` model's quality, the GPT-4 Turbo judge's weighted preference over the
+    reference answer mapped to 0–1 (``preference − 1``): ``(requests, (n, 4))``, the rows
+    every model answered."""
+    names = [name for name, _ in LADDER]
+    quality: dict[int, dict[str, float]] = {}
+    with (ALPACA / "weighted_alpaca_eval_gpt4_turbo_preferences.csv").open(newline="") as f:
+        for r in csv.DictReader(f):
+            if r["generator_2"] in names:
+                quality.setdefault(int(r["instruction_index"]), {})[r["generator_2"]] = \
+                    float(r["preference"]) - 1.0
+    texts = {}
+    for line in (ALPACA / "instructions.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        texts[int(row["instruction_index"])] = row["instruction"]
+    keep = [i for i in sorted(quality) if len(quality[i]) == len(names) and i in texts]
+    return ([row_request({"prompt": texts[i]}, f"alpaca:{i}") for i in keep],
+            np.array([[quality[i][n] for n in names] for i in keep]))
