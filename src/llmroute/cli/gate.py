@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from llmroute.config import Config
 from llmroute.gate.compress import compress, prompt_request
@@ -128,31 +129,37 @@ def fit(config: Config, data: Path) -> int:
 def fit_router(config: Config, data: Path, pools: tuple[str, ...] | None) -> int:
     """Fit (or find already fitted) the win head for ``pools`` on ``data`` and say where it
     is. Raises ConfigError for a bad file or a ladder of fewer than two pools."""
-    import numpy as np
-
     from llmroute.errors import ConfigError
-    from llmroute.gate.heads_cache import heads_dir
-    from llmroute.gate.semantic import SemanticGate
-    from llmroute.gate.win_store import fit_router as fit_head
+    from llmroute.gate.outcomes import read_outcomes
     router = config.gate.router
     ladder = pools or (router.pools if router is not None else ())
     if len(ladder) < 2 or len(set(ladder)) != len(ladder):
         raise ConfigError("--pools: need at least two different pools, cheapest first "
                           "(or gate.router.pools in the config)")
+    read_outcomes(data, ladder)  # every bad line is refused before the gate is fitted
+    from llmroute.gate.heads_cache import heads_dir
+    from llmroute.gate.semantic import SemanticGate
+    from llmroute.gate.win_store import fit_router as fit_head
     t0 = time.perf_counter()
     model = SemanticGate(config.gate.model_copy(update={"router": None})).load()
     head, cached = fit_head(model, data, ladder, heads_dir(config.gate.cache_dir))
     how = "already fitted" if cached else f"fitted in {time.perf_counter() - t0:.1f} s"
     print(f"win head for {' < '.join(ladder)} on {data}: {how} "
           f"({len(head.calibration)} rows; key {head.key})")
-    for j, pool in enumerate(ladder[:-1]):
-        cal = head.calibration[:, j]
-        print(f"  {pool}: out-of-fold probability of answering as well as {ladder[-1]}: "
-              f"p10 {np.quantile(cal, 0.1):.3f}, p50 {np.quantile(cal, 0.5):.3f}, "
-              f"p90 {np.quantile(cal, 0.9):.3f}")
+    _quantiles(head.calibration, ladder)
     if router is None or router.data != str(data) or tuple(router.pools) != ladder:
         print(f"serve with it: gate.router: {{data: {data}, pools: [{', '.join(ladder)}]}}")
     return 0
+
+
+def _quantiles(calibration: Any, ladder: Sequence[str]) -> None:
+    """Print the p10/p50/p90 of each cheaper pool's out-of-fold probabilities
+    (``calibration`` ``(rows, len(ladder) − 1)``)."""
+    import numpy as np
+    for j, pool in enumerate(ladder[:-1]):
+        p10, p50, p90 = np.quantile(calibration[:, j], (0.1, 0.5, 0.9))
+        print(f"  {pool}: out-of-fold probability of answering as well as {ladder[-1]}: "
+              f"p10 {p10:.3f}, p50 {p50:.3f}, p90 {p90:.3f}")
 
 
 def evaluate(config: Config, data: Path) -> int:

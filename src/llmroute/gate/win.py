@@ -5,9 +5,10 @@ classification.
 
 Features (``dense_features``), all read off what the gate computed anyway:
 
-- the encoder's sentence embedding of the latest user turn (``d`` floats, unit length; the
-  dimension is the encoder's: the head records it and is ignored, with one warning, by a
-  gate whose encoder differs);
+- optionally the encoder's sentence embedding of the latest user turn (``d`` floats, unit
+  length; the head records the encoder and is ignored, with one warning, by a gate whose
+  encoder differs). The served gate and ``win_fit.gate_rows`` leave it out (``d`` = 0):
+  the gate asks its encoder only for requests its first stage is unsure of;
 - the first stage's intent probabilities, as logs (``verdict.first_stage``: the n-gram
   head, the rules and the structure terms, before the second opinion and rule overrides);
 - complexity (0.1–5.0), ``log1p`` of the user characters, ``log1p`` of the earlier user
