@@ -124,7 +124,10 @@ async def test_each_kind_shows_its_plan(folder):
          "timeout_s": 60.0, "max_tokens": None}]}
     assert casc["detail"]["pools"] == ["general", "errors"]
     assert casc["detail"]["escalate"] == {"complexity_above": None,
-                                          "mean_logprob_below": -2.0, "on_error": True}
+                                          "mean_logprob_below": -2.0, "on_error": True,
+                                          "win_probability_at_least": None,
+                                          "win_rank_at_least": None}
+    assert casc["detail"]["wins"] == []
     assert casc["detail"]["downgrade_below"] == 1.0
     start, reasons = casc["detail"]["start"], casc["detail"]["reasons"]
     assert (start, len(reasons)) in {("general", 0), ("errors", 1)}
