@@ -231,7 +231,10 @@ class SemanticGate:
         """First stage; returns the final answer, or ``(first, request)`` to ask the encoder."""
         assert self.model is not None
         scores = self._rules.scores(request, c.text, c.document)
-        fast, halves = self.model.fast_scores(c.text)
+        if self.win is None:
+            fast, halves = self.model.fast_proba(c.text), None
+        else:  # the head reads the same hashed n-grams: hashed once
+            fast, halves = self.model.fast_scores(c.text)
         p = first_stage(fast, scores, self.model.classes, c)
         parts = clauses(c.latest)
         level = self._level(c, request, scores)
