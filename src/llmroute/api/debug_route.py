@@ -17,7 +17,7 @@ it (arms and shares, the arm this query takes and its sticky key; see
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import fields
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -32,6 +32,10 @@ from llmroute.gate.compress import prompt_request
 from llmroute.observe.trace import Recorder
 from llmroute.runtime import Runtime
 from llmroute.strategy.snapshot import StrategySet
+
+_NOT_SHOWN = frozenset({"complexity", "embedding", "wins"})
+"""Intent fields the answer shows apart (``complexity``, ``wins``) or never: ``embedding``, the
+encoder's vector (a numpy array, no JSON; the cache's business, not a reader's)."""
 
 
 async def debug_route(request: Request) -> Response:
@@ -50,7 +54,8 @@ async def debug_route(request: Request) -> Response:
                  for c in d.candidates]
     return json_response({
         "query": query,
-        "intent": {**{k: v for k, v in asdict(intent).items() if k != "complexity"},
+        "intent": {**{f.name: getattr(intent, f.name) for f in fields(intent)
+                      if f.name not in _NOT_SHOWN},
                    "wins": [w._asdict() for w in intent.wins]},
         "complexity": intent.complexity,
         "strategy": {"strategy_id": s.strategy_id, "version": s.version, "kind": s.kind,
