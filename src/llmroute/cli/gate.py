@@ -27,13 +27,12 @@ from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from llmroute.config import Config
-from llmroute.gate.compress import compress, prompt_request
-from llmroute.gate.examples import Example, read_labelled, user_examples_path
-from llmroute.gate.intents import INTENTS
-from llmroute.gate.protocol import Gate
+if TYPE_CHECKING:
+    from llmroute.config import Config
+    from llmroute.gate.examples import Example
+    from llmroute.gate.protocol import Gate
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -87,6 +86,8 @@ def classify(config: Config, text: str) -> int:
 
 
 async def _classify(config: Config, text: str) -> int:
+    from llmroute.gate.compress import compress, prompt_request
+
     request = prompt_request(text)
     async with started_gate(config) as gate:
         t0 = time.perf_counter()
@@ -103,6 +104,8 @@ async def _classify(config: Config, text: str) -> int:
 
 def known(config: Config, examples: Sequence[Example]) -> list[Example]:
     """The examples whose label is a configured intent; the others are reported."""
+    from llmroute.gate.intents import INTENTS
+
     labels = set(INTENTS) | set(config.gate.utterances)
     unknown = Counter(e.intent for e in examples if e.intent not in labels)
     for label, n in sorted(unknown.items()):
@@ -112,7 +115,9 @@ def known(config: Config, examples: Sequence[Example]) -> list[Example]:
 
 def fit(config: Config, data: Path) -> int:
     """Store ``data``'s usable examples for the gate and fit once to check them."""
+    from llmroute.gate.examples import read_labelled, user_examples_path
     from llmroute.gate.semantic import SemanticGate
+
     examples = known(config, read_labelled(data))
     path = user_examples_path()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -165,6 +170,8 @@ def _quantiles(calibration: Any, ladder: Sequence[str]) -> None:
 def evaluate(config: Config, data: Path) -> int:
     """Score the gate on ``data``; the last line is ``RESULT {…}``."""
     from llmroute.gate.evaluate import lenient, report, score
+    from llmroute.gate.examples import read_labelled
+
     examples = known(config, read_labelled(data))
     if not examples:
         print('RESULT {"macro_f1": 0.0, "macro_f1_also": 0.0, "n": 0, "per_intent": {}}')

@@ -15,11 +15,13 @@ import getpass
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from llmroute.assemble.strategies import handoff_store
-from llmroute.config import Config
-from llmroute.strategy.handoffs import STATUSES, HandoffStore
+from llmroute.strategy.handoffs import STATUSES
+
+if TYPE_CHECKING:
+    from llmroute.config import Config
+    from llmroute.strategy.handoffs import HandoffStore
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -47,6 +49,8 @@ def _common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def run(config: Config, args: argparse.Namespace) -> int:
     """Run a ``handoffs`` command and print its JSON; returns the exit code. Raises
     NotFound for an unknown ticket, InvalidRequest for an answered one."""
+    from llmroute.assemble.strategies import handoff_store
+
     out = asyncio.run(_closing(handoff_store(config), args))
     print(json.dumps(out, indent=2, ensure_ascii=False))
     return 0

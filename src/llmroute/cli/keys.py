@@ -17,13 +17,14 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from llmroute.config import Config
 from llmroute.errors import InvalidRequest
-from llmroute.policy.issue import issue_key, rotate_key
 from llmroute.policy.keys import ROLES, ApiKey, Limits, Tenant
-from llmroute.policy.keystore_redis import AnyKeyStore, open_key_store
+
+if TYPE_CHECKING:
+    from llmroute.config import Config
+    from llmroute.policy.keystore_redis import AnyKeyStore
 
 _LIMITS = ("rpm", "tpm", "daily_tokens", "monthly_tokens", "max_concurrency",
            "max_context_tokens")
@@ -88,6 +89,8 @@ def _budget(text: str) -> float:
 def run(config: Config, args: argparse.Namespace) -> int:
     """Run a ``keys`` or ``tenants`` command; returns the exit code. Raises InvalidRequest
     for an unknown tenant or key, or bad metadata."""
+    from llmroute.policy.keystore_redis import open_key_store
+
     store = open_key_store(config.auth, config.state, config.limits.state_timeout_s)
     try:
         out = asyncio.run(_dispatch(store, args))
@@ -98,6 +101,8 @@ def run(config: Config, args: argparse.Namespace) -> int:
 
 
 async def _dispatch(store: AnyKeyStore, args: argparse.Namespace) -> Any:
+    from llmroute.policy.issue import issue_key, rotate_key
+
     now = time.time()
     if args.command == "tenants":
         return await _tenants(store, args, now)

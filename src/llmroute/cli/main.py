@@ -5,19 +5,23 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from llmroute.config import Config, load_config
-from llmroute.config.server import TlsConfig
 from llmroute.errors import ConfigError, LLMRouteError
+
+if TYPE_CHECKING:
+    from llmroute.config import Config
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 """``--log-level`` values: the levels both the logging setup and uvicorn know."""
 
 
 def _parser() -> argparse.ArgumentParser:
+    """The whole command line. Building it imports argparse and the command modules, whose
+    top levels stay light (constants only); each command imports what it runs in its
+    handler, so ``llmroute X --help`` and a refused ``serve`` cost little."""
     p = argparse.ArgumentParser(prog="llmroute", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the OpenAI-compatible router")
@@ -112,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
             return watch(args.url, args.interval, args.once)
         if args.command == "serve":
             args.log_level = log_level(args.log_level)
+        from llmroute.config import load_config
+
         config = load_config(args.config)
         if hasattr(args, "policy_run"):  # keys, tenants, handoffs
             return args.policy_run(config, args)
@@ -139,30 +145,56 @@ def log_level(value: str) -> str:
 
 
 def _serve(config: Config, args: argparse.Namespace) -> int:
-    import structlog
-
     from llmroute.api.tls import check_tls
-    from llmroute.assemble.serve import serve_forever
-    from llmroute.assemble.strategies import strategy_dir
-    from llmroute.strategy.loader import strategy_files
-    from llmroute.observe.logging import configure_logging
 
     config = with_tls(config, args.ssl_certfile, args.ssl_keyfile)
     if config.server.tls is not None:
         check_tls(config.server.tls)  # one line, exit 2, before anything starts
-    if (directory := strategy_dir(config)) is not None:
-        strategy_files(directory)  # a missing strategies folder too, before the engines
-    configure_logging(args.log_level, json=config.observe.log_format == "json")
-    log = structlog.get_logger("llmroute")
     host = args.host or config.server.host
     port = args.port if args.port is not None else config.server.port
+    if args.workers == 1 and not args.reuse_port:
+        check_port(host, port)
+    _check_strategy_dir(config)
+    from llmroute.observe.logging import configure_logging
+
+    configure_logging(args.log_level, json=config.observe.log_format == "json")
     if args.workers != 1:
         return _serve_workers(config, args, host, port)
+    return _serve_one(config, args, host, port)
+
+
+def check_port(host: str, port: int) -> None:
+    """Bind ``host:port`` once and let it go, before the router's modules (gate, strategies,
+    exporters) are imported, so a port in use is a one-line exit 2 within a second
+    (``serve_forever`` binds it again and raises the same ConfigError should it be taken
+    in between). Raises ConfigError when it cannot be bound (``api.server.bind_socket``)."""
+    from llmroute.api.server import bind_socket
+
+    bind_socket(host, port).close()
+
+
+def _check_strategy_dir(config: Config) -> None:
+    """Raise ConfigError when ``config`` names a strategies folder that cannot be read: a
+    one-line exit before any engine starts."""
+    if config.strategies is None:
+        return
+    from llmroute.assemble.strategies import strategy_dir
+    from llmroute.strategy.loader import strategy_files
+
+    if (directory := strategy_dir(config)) is not None:
+        strategy_files(directory)
+
+
+def _serve_one(config: Config, args: argparse.Namespace, host: str, port: int) -> int:
+    import structlog
+    import uvloop  # libuv event loop: cheaper per request than asyncio's default loop
+
+    from llmroute.assemble.serve import serve_forever
+
+    log = structlog.get_logger("llmroute")
 
     def progress(fraction: float, message: str) -> None:
         log.info("startup", progress=f"{fraction:.0%}", step=message)
-
-    import uvloop  # libuv event loop: cheaper per request than asyncio's default loop
 
     uvloop.run(serve_forever(config, host, port, progress, args.log_level,
                              reuse_port=args.reuse_port))
@@ -174,6 +206,8 @@ def with_tls(config: Config, certfile: str | None, keyfile: str | None) -> Confi
     (each overrides the config's). Raises ConfigError when one of the two is then missing."""
     if certfile is None and keyfile is None:
         return config
+    from llmroute.config.server import TlsConfig
+
     old = config.server.tls
     cert, key = certfile or (old and old.cert), keyfile or (old and old.key)
     if not cert or not key:
@@ -185,6 +219,8 @@ def with_tls(config: Config, certfile: str | None, keyfile: str | None) -> Confi
 
 
 def _serve_workers(config: Config, args: argparse.Namespace, host: str, port: int) -> int:
+    import asyncio
+
     from llmroute.assemble.workers import check_workers, claim_port, supervise, worker_argv
 
     check_workers(config, args.workers)
@@ -194,6 +230,8 @@ def _serve_workers(config: Config, args: argparse.Namespace, host: str, port: in
 
 
 def _demo(config: Config, args: argparse.Namespace) -> int:
+    import asyncio
+
     from llmroute.demo.main import run_demo
     from llmroute.observe.logging import configure_logging
 
@@ -203,6 +241,8 @@ def _demo(config: Config, args: argparse.Namespace) -> int:
 
 
 def _emulate(args: argparse.Namespace) -> int:
+    import asyncio
+
     from llmroute.emulator.cues import Cues, Link
     from llmroute.emulator.fleet import serve_until_cancelled
     from llmroute.emulator.spec import EngineSpec

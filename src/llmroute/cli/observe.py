@@ -21,16 +21,12 @@ import os
 import sqlite3
 import sys
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from llmroute.config import load_config
 from llmroute.errors import ConfigError
-from llmroute.observe import audit_chain, prov, trace_store
+from llmroute.observe import audit_chain, prov
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -70,6 +66,10 @@ def show_trace(args: argparse.Namespace) -> int:
     reachable."""
     if args.store:
         return _stored_trace(args)
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
     url = f"{args.url.rstrip('/')}/trace/{urllib.parse.quote(args.request_id, safe='')}"
     headers = {}
     if os.environ.get("LLMROUTE_ADMIN_KEY"):
@@ -89,6 +89,8 @@ def show_trace(args: argparse.Namespace) -> int:
 
 
 def _stored_trace(args: argparse.Namespace) -> int:
+    from llmroute.observe import trace_store
+
     try:
         found = trace_store.read(args.store, args.request_id)
     except sqlite3.Error as err:
@@ -125,6 +127,8 @@ def _short(v: Any) -> str:
 
 def run_audit(args: argparse.Namespace) -> int:
     """``audit verify|show|query``; 2 when there is no audit database to read."""
+    from llmroute.config import load_config
+
     path = args.path or load_config(args.config).observe.audit.path
     if path is None:
         raise ConfigError("no audit database: pass --path or set observe.audit.path")

@@ -16,8 +16,6 @@ import argparse
 import json
 import os
 import sys
-import urllib.error
-import urllib.request
 
 from llmroute.errors import SignalSourceError
 
@@ -38,6 +36,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
 def run(args: argparse.Namespace) -> int:
     """``POST {url}/admin/reload``; returns the exit status (module docstring). Raises
     SignalSourceError when the router cannot be reached."""
+    import urllib.error
+    import urllib.request
+
     target = args.url.rstrip("/") + "/admin/reload"
     headers = {"authorization": f"Bearer {args.admin_key}"} if args.admin_key else {}
     request = urllib.request.Request(target, data=b"", method="POST", headers=headers)

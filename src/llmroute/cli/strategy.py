@@ -21,19 +21,14 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from llmroute.api.wire import parse_chat
-from llmroute.assemble.gate import make_gate
-from llmroute.assemble.runtime import make_backends
-from llmroute.assemble.strategies import make_loader
-from llmroute.cli.compare import compare
-from llmroute.config import Config, load_config
 from llmroute.errors import ConfigError, LLMRouteError
-from llmroute.gate.compress import prompt_request
-from llmroute.strategy.registry import register_builtins
-from llmroute.strategy.snapshot import StrategySet
-from llmroute.types import ChatRequest
+
+if TYPE_CHECKING:
+    from llmroute.config import Config
+    from llmroute.strategy.snapshot import StrategySet
+    from llmroute.types import ChatRequest
 
 _EXTRA = ("expect", "headers", "repeat")
 
@@ -60,10 +55,16 @@ def run(args: argparse.Namespace) -> int:
     """Run a strategy command; returns the exit code. Raises LLMRouteError for a bad
     config file."""
     if args.strategy_command == "schema":
+        from llmroute.strategy.registry import register_builtins
+
         print(json.dumps(register_builtins().schema(), indent=2, ensure_ascii=False))
         return 0
     if args.strategy_command == "compare":
+        from llmroute.cli.compare import compare
+
         return compare(args.url)
+    from llmroute.config import load_config
+
     config = load_config(args.config)
     try:
         loaded = load_strategies(config, args.dir)
@@ -80,6 +81,9 @@ def run(args: argparse.Namespace) -> int:
 def load_strategies(config: Config, directory: Path) -> StrategySet:
     """The strategies in ``directory`` over ``config``'s pools and served models (local
     engines are not started). Raises ConfigError naming file:line: field."""
+    from llmroute.assemble.runtime import make_backends
+    from llmroute.assemble.strategies import make_loader
+
     placeholders = {b.id: "http://127.0.0.1:9" for b in config.backends if b.launch}
     return make_loader(config, make_backends(config, placeholders)).load_dir(directory)
 
@@ -98,6 +102,8 @@ class Query:
 async def check_queries(config: Config, loaded: StrategySet, path: Path) -> int:
     """Print the strategy each query in ``path`` matches; 1 when a line is unusable or an
     expectation fails, else 0."""
+    from llmroute.assemble.gate import make_gate
+
     gate = make_gate(config)
     await gate.start()
     failed = 0
@@ -137,6 +143,9 @@ def read_queries(path: Path) -> Iterator[Query | str]:
 
 
 def _query(n: int, data: Any) -> Query:
+    from llmroute.api.wire import parse_chat
+    from llmroute.gate.compress import prompt_request
+
     if not isinstance(data, dict):
         raise ValueError("a query line is a JSON object")
     headers = {str(k).lower(): str(v) for k, v in (data.get("headers") or {}).items()}
