@@ -56,6 +56,13 @@ def round_us(ms: float) -> float:
     return _ROUND(ms * 1000.0) / 1000.0
 
 
+def round4(x: float) -> float:
+    """``round(x, 4)``; an integral float (the gate-off verdict's confidence 0.0, a score
+    of 0 or 1) is returned as it is, which is what ``round`` gives for it, at ~0.1 k
+    instructions where ``round(x, 4)`` takes 2.6 k (``round_us``)."""
+    return x if type(x) is float and x.is_integer() else round(x, 4)
+
+
 def trace_id_of(traceparent: str | None) -> str | None:
     """The trace-id of a W3C ``traceparent`` header (``00-<32 hex>-<16 hex>-<2 hex>``), or
     None when it is absent or malformed (or all zeros, which the spec forbids)."""
@@ -204,8 +211,8 @@ class Recorder:
         …]`` when it answered); returns the gate's time in ms."""
         self.summary["intent"] = intent.label
         extra = {"wins": [list(w) for w in intent.wins]} if intent.wins else {}
-        return self.step("gate", intent=intent.label, confidence=round(intent.confidence, 4),
-                         runners_up=[[k, round(v, 4)] for k, v in intent.runners_up],
+        return self.step("gate", intent=intent.label, confidence=round4(intent.confidence),
+                         runners_up=[[k, round4(v)] for k, v in intent.runners_up],
                          complexity=intent.complexity, source=intent.source, **extra)
 
     def strategy(self, header: str, kind: str, pool: str) -> None:
@@ -232,7 +239,7 @@ class Recorder:
         NaN for an unscored lone survivor becomes null)."""
         self.step("anchor", candidates=[
             {"backend": c.backend.id, "score": _num(c.score),
-             "scores": {k: round(v, 4) for k, v in c.scores.items()}} for c in candidates])
+             "scores": {k: round4(v) for k, v in c.scores.items()}} for c in candidates])
 
     def attempt(self, backend: str, duration_s: float, ttft_s: float | None, tokens: int,
                 err: BaseException | None, *, ok: bool, model: str | None = None,
@@ -383,4 +390,4 @@ per step)."""
 
 
 def _num(x: float) -> float | None:
-    return None if x != x else round(x, 4)  # NaN → null (JSON has no NaN)
+    return None if x != x else round4(x)  # NaN → null (JSON has no NaN)
