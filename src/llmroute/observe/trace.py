@@ -346,7 +346,7 @@ class Recorder:
         """The immutable trace, its steps in order of their start, with a closing
         ``response`` step."""
         now = time.perf_counter()
-        start = max((s.start_ms + s.duration_ms for s in self.steps), default=0.0)
+        start = max([s.start_ms + s.duration_ms for s in self.steps], default=0.0)  # no generator
         total = (now - self.t0) * 1000
         self.steps.append(Step("response", start, max(total - start, 0.0), {
             "status": self.status, "usage": self.summary.get("usage"),
