@@ -66,22 +66,19 @@ class SingleStrategy:
         self._max_attempts = max_attempts
         self._pools = {b.pool for b in self._backends.values()}
         self._members = {p: self._members_of(p) for p in {*self._pools, default_pool}}
+        self._fixed = None if pool is None else self._pool_plan(pool, f"strategy pool {pool}")
+        self._by_model = self._model_plans()
 
     def plan(self, request: ChatRequest, intent: Intent) -> RoutePlan:
         """RoutePlan for ``request``. Raises ModelNotFound for an unknown ``model``."""
-        if self._pinned is not None:
-            return self._pool_plan(self._pinned, f"strategy pool {self._pinned}")
+        if self._fixed is not None:
+            return self._fixed
         if request.model == AUTO:
             pool = self._intents.get(intent.label, self._default)
             return self._pool_plan(pool, f"intent {intent.label} → pool {pool}")
-        if request.model in self._pools:
-            return self._pool_plan(request.model, f"model names pool {request.model}",
-                                   fallback=self._cross_pool)
-        served = tuple(b.id for b in self._backends.values() if b.model == request.model)
-        if served:
-            pool = self._backends[served[0]].pool
-            return RoutePlan(pool, f"served model {request.model}", served,
-                             max_attempts=self._max_attempts)
+        plan = self._by_model.get(request.model)
+        if plan is not None:
+            return plan
         raise ModelNotFound(f"The model '{request.model}' does not exist: use 'auto', a pool "
                             f"({', '.join(sorted(self._pools))}) or a served model name",
                             param="model")
@@ -97,6 +94,21 @@ class SingleStrategy:
             light = self._lighter.get(pool)
             rest = tuple(i for i in rest if self._backends[i].pool == light)
         return RoutePlan(pool, reason, primary, rest, self._max_attempts)
+
+    def _model_plans(self) -> dict[str, RoutePlan]:
+        """The plan of a request whose ``model`` names a pool (that pool's), else a served
+        model (its backends, in the pool of the first in config order); made once, as the
+        backends do not change while the strategy lives (a plan is immutable). ``auto`` is
+        left out: ``plan`` reads the intent for it."""
+        plans = {p: self._pool_plan(p, f"model names pool {p}", fallback=self._cross_pool)
+                 for p in self._pools}
+        for b in self._backends.values():
+            if b.model not in plans:
+                served = tuple(x.id for x in self._backends.values() if x.model == b.model)
+                plans[b.model] = RoutePlan(b.pool, f"served model {b.model}", served,
+                                           max_attempts=self._max_attempts)
+        plans.pop(AUTO, None)
+        return plans
 
     def _members_of(self, pool: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """``(primary, fallback)`` backend ids of a plan for ``pool`` (worked out once per

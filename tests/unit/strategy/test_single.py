@@ -60,3 +60,18 @@ def test_unknown_model_is_404_naming_param():
     with pytest.raises(ModelNotFound) as info:
         strategy().plan(req("gpt-9"), Intent("chat", 0.9))
     assert info.value.status == 404 and info.value.param == "model"
+
+
+def test_a_pool_name_wins_over_a_served_model_of_that_name_and_reasons_name_the_route():
+    shadow = {**BACKENDS, "x1": Backend("x1", "code", "vllm", "http://e", "long", 4096)}
+    s = SingleStrategy(shadow, {}, "general")
+    named = s.plan(req("long"), Intent("chat", 0.9))
+    assert (named.pool, named.backend_ids, named.reason) == ("long", ("l1",),
+                                                            "model names pool long")
+    served = s.plan(req("small"), Intent("chat", 0.9))
+    assert (served.pool, served.backend_ids, served.reason) == ("general", ("g1", "g2"),
+                                                               "served model small")
+    pinned = SingleStrategy(BACKENDS, {}, "general", pool="code").plan(req("big"),
+                                                                      Intent("chat", 0.9))
+    assert (pinned.pool, pinned.backend_ids, pinned.reason) == ("code", ("c1",),
+                                                               "strategy pool code")
