@@ -117,5 +117,6 @@ async def test_ready_is_503_only_when_every_engine_is_frozen(router) -> None:
 
         await _until(unavailable, timeout_s=5.0)
         body = (await http.get("/ready")).json()
-        assert body["pools"]["general"] == {"ready": False, "serving": []}
+        assert body["pools"]["general"] == {"ready": False, "serving": [],
+                                            "reason": "every backend is dark (2 of 2)"}
     await _until(up)  # thawed: the next good polls make it ready again

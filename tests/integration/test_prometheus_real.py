@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from fakes.observed import observed_router, send_traffic
 
@@ -97,6 +98,17 @@ async def prometheus(target: str, tmp: Path) -> AsyncIterator[Prometheus]:
                 await asyncio.wait_for(proc.wait(), 30)
 
 
+EMPTY_HERE = ("llmroute_fuse_dead_ends_total", "llmroute_backend_gpu_temp_celsius",
+              "llmroute_backend_net_rtt_seconds")
+"""The dashboard's panels with nothing to show in this test (why: at the assertion)."""
+
+
+def rules_in_file() -> int:
+    """How many rules (alerts and recordings) ``deploy/prometheus/alerts.yml`` holds."""
+    groups = yaml.safe_load((DEPLOY / "prometheus" / "alerts.yml").read_text())["groups"]
+    return sum(len(g["rules"]) for g in groups)
+
+
 def panel_exprs() -> list[str]:
     dash = json.loads((DEPLOY / "grafana" / "llmroute.json").read_text(encoding="utf-8"))
     exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
@@ -116,7 +128,7 @@ async def test_prometheus_scrapes_the_router_and_answers_promql(tmp_path):
             results = {name: await prom.query(f'{{__name__=~"{name}.*"}}') for name in FILLED}
             exprs = {e: await prom.query(e) for e in panel_exprs()}
             await prom.until("/api/v1/rules", lambda r: sum(
-                len(g["rules"]) for g in r.json()["data"]["groups"]) == 7)
+                len(g["rules"]) for g in r.json()["data"]["groups"]) == rules_in_file())
     for name, answer in results.items():
         assert answer["status"] == "success" and answer["data"]["result"], name
     requests = results["llmroute_requests_total"]["data"]["result"]
@@ -127,4 +139,6 @@ async def test_prometheus_scrapes_the_router_and_answers_promql(tmp_path):
     for expr, answer in exprs.items():
         assert answer["status"] == "success", (expr, answer)
     empty = [e for e, a in exprs.items() if not a["data"]["result"]]
-    assert len(empty) == 1 and "dead_ends" in empty[0], empty  # no stream died here
+    # no stream died here, the scripted engines have no GPU page, and no engine metrics are
+    # polled (the router's RTT is read on its polls): every other panel has data
+    assert sorted(next(m for m in EMPTY_HERE if m in e) for e in empty) == sorted(EMPTY_HERE), empty
