@@ -1,6 +1,6 @@
 """``llmroute`` command line: ``serve``, ``demo``, ``emulate``, ``backends``, ``classify``,
-``gate``, ``strategy``, ``keys``, ``tenants``, ``trace``, ``audit``, ``reload`` and
-``bench``."""
+``gate``, ``strategy``, ``keys``, ``tenants``, ``handoffs``, ``trace``, ``audit``, ``reload``
+and ``bench``."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def _parser() -> argparse.ArgumentParser:
     """The whole command line. Building it imports argparse and the command modules, whose
     top levels stay light (constants only); each command imports what it runs in its
     handler, so ``llmroute X --help`` and a refused ``serve`` cost little."""
-    p = argparse.ArgumentParser(prog="llmroute", description=__doc__)
+    p = argparse.ArgumentParser(prog="llmroute", description=__doc__.replace("``", ""))
     sub = p.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the OpenAI-compatible router")
     serve.add_argument("--config", type=Path, help="YAML config (default: embedded, local "
