@@ -41,13 +41,16 @@ TEMP_RANGE_C = (0.0, 130.0)
 """Plausible GPU temperatures, °C: NVIDIA parts throttle and shut down around 85–105 °C; a
 reading above 130 is a unit change (kelvin reads ≈ 300) or a sensor fault, and a negative
 one is nonsense in a data centre."""
+NAMES = ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_UTIL",
+         "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_DEV_MEM_COPY_UTIL")
+"""The metric families read (``prom.wanted``); the rest of a scrape is never parsed."""
 
 Reduce = Callable[[list[float]], float]
 
 
 def parse_dcgm(text: str, taken_at: float, gpu: str | None = None) -> EngineSignals:
     """GPU signals from one DCGM-exporter body; ``taken_at`` is the caller's clock (s)."""
-    samples = prom.read_samples(text)
+    samples = prom.read_samples(text, NAMES)
     if samples is None:
         return unreadable(SOURCE, taken_at, EXPECTED)
     where = {"gpu": gpu} if gpu is not None else None

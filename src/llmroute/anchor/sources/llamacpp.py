@@ -29,11 +29,15 @@ SOURCE = "llamacpp"
 METRICS_EXPECTED = ("running", "waiting", "kv_cache_usage", "prompt_tokens_total",
                     "generation_tokens_total")
 SLOTS_EXPECTED = ("idle_slots", "total_slots")
+METRICS_NAMES = ("llamacpp:requests_processing", "llamacpp:requests_deferred",
+                 "llamacpp:kv_cache_usage_ratio", "llamacpp:prompt_tokens",
+                 "llamacpp:tokens_predicted")
+"""The metric families read (``prom.wanted``); the rest of a scrape is never parsed."""
 
 
 def parse_llamacpp_metrics(text: str, taken_at: float) -> EngineSignals:
     """The signals in one ``/metrics`` body; ``taken_at`` is the caller's clock (s)."""
-    samples = prom.read_samples(text)
+    samples = prom.read_samples(text, METRICS_NAMES)
     if samples is None:
         return unreadable(SOURCE, taken_at, METRICS_EXPECTED)
     return build(SOURCE, taken_at, METRICS_EXPECTED, {

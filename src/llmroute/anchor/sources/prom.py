@@ -6,11 +6,19 @@ flat sample list, keyed by *sample* name (``vllm:prompt_tokens_total``,
 ``…_seconds_bucket``), so it does not depend on how the library names a family (it strips
 ``_total`` from counters that carry a ``# TYPE`` line and not from those that do not).
 
+Selection before parsing: the library's parser is pure Python and costs ≈ 27 µs per line
+(a real vLLM 0.20 scrape has 635 lines, ≈ 17 ms of CPU per poll — at five polls a second a
+tenth of a core per engine), while a parser reads a dozen metrics of them. ``read_samples``
+therefore hands the library only the lines of the metric families a parser names
+(``wanted``: a sample line whose name starts with one of the names, a ``# HELP``/``# TYPE``
+line about one); on that capture it parses 91 lines, ≈ 6.5× less CPU per poll.
+
 Tolerance rules (a bad value means "signal missing for this poll", never an exception):
 
-- ``read_samples`` returns None when the text cannot be parsed at all (the library raises
-  ``ValueError`` on a malformed line, e.g. a scrape cut off mid-line); text cut off at a line
-  boundary parses, and whatever it lost is simply absent.
+- ``read_samples`` returns None when the selected text cannot be parsed at all (the library
+  raises ``ValueError`` on a malformed line, e.g. a scrape cut off mid-line); text cut off at
+  a line boundary parses, and whatever it lost is simply absent. A malformed line of a
+  metric nobody reads is dropped unread and spoils nothing.
 - A gauge or counter reduction is None when no sample matches, or when any matching sample
   is NaN, ±Inf or negative (a partial sum would be misleading).
 - A histogram is None when it has no ``+Inf`` bucket, fewer than two buckets, a bucket bound
@@ -31,13 +39,26 @@ Buckets = tuple[tuple[float, float], ...]
 """Cumulative histogram buckets: ``(upper_bound, cumulative_count)``, ascending, last +Inf."""
 
 
-def read_samples(text: str) -> Samples | None:
-    """Every sample in Prometheus exposition ``text``, or None if the text does not parse."""
+def read_samples(text: str, names: tuple[str, ...] = ()) -> Samples | None:
+    """Every sample in Prometheus exposition ``text`` — only those of the families ``wanted``
+    selects when ``names`` are given — or None if the selected text does not parse."""
     try:
-        return tuple(s for family in text_string_to_metric_families(text)
-                     for s in family.samples)
+        return tuple(s for family in text_string_to_metric_families(
+            wanted(text, names) if names else text) for s in family.samples)
     except ValueError:  # the library's only error for malformed text (fuzzed in the tests)
         return None
+
+
+def wanted(text: str, names: tuple[str, ...]) -> str:
+    """The lines of ``text`` about metrics whose names start with one of ``names`` (family
+    names such as ``vllm:prompt_tokens`` select ``…_total``, ``…_created``, a histogram's
+    ``…_bucket``/``…_sum``/``…_count`` and the family's ``# HELP``/``# TYPE`` lines); every
+    other line, comment and blank is dropped. ``"# HELP "`` and ``"# TYPE "`` are 7 characters,
+    so the described name starts at offset 7."""
+    keep = [line for line in text.splitlines()
+            if line.startswith(names)
+            or (line.startswith(("# HELP ", "# TYPE ")) and line.startswith(names, 7))]
+    return "\n".join(keep) + "\n" if keep else ""
 
 
 def select(samples: Samples, name: str, where: Mapping[str, str] | None = None) -> list[Sample]:

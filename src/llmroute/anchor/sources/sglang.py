@@ -27,6 +27,10 @@ EXPECTED = ("running", "waiting", "kv_cache_usage", "ttft_p50_ms", "ttft_p95_ms"
 TTFT = ("sglang:time_to_first_token_seconds",)
 TPOT = ("sglang:time_per_output_token_seconds", "sglang:inter_token_latency_seconds")
 COLLAPSE = ("tp_rank",)
+NAMES = ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage",
+         "sglang:gen_throughput", *TTFT, *TPOT, "sglang:prompt_tokens",
+         "sglang:generation_tokens")
+"""The metric families read (``prom.wanted``); the rest of a scrape is never parsed."""
 
 
 def _count(samples: prom.Samples, name: str) -> int | None:
@@ -35,7 +39,7 @@ def _count(samples: prom.Samples, name: str) -> int | None:
 
 def parse_sglang_metrics(text: str, taken_at: float) -> EngineSignals:
     """The signals in one SGLang ``/metrics`` body; ``taken_at`` is the caller's clock (s)."""
-    samples = prom.read_samples(text)
+    samples = prom.read_samples(text, NAMES)
     if samples is None:
         return unreadable(SOURCE, taken_at, EXPECTED)
     return build(SOURCE, taken_at, EXPECTED, {

@@ -35,11 +35,15 @@ EXPECTED = ("running", "waiting", "kv_cache_usage", "kv_capacity_tokens", "ttft_
 KV_NAMES = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 TTFT = ("vllm:time_to_first_token_seconds",)
 TPOT = ("vllm:time_per_output_token_seconds", "vllm:inter_token_latency_seconds")
+NAMES = ("vllm:num_requests_running", "vllm:num_requests_waiting", *KV_NAMES,
+         "vllm:cache_config_info", *TTFT, *TPOT, "vllm:prompt_tokens", "vllm:generation_tokens",
+         "vllm:prefix_cache_queries", "vllm:prefix_cache_hits")
+"""The metric families read (``prom.wanted``); the rest of a scrape is never parsed."""
 
 
 def parse_vllm_metrics(text: str, taken_at: float) -> EngineSignals:
     """The signals in one vLLM ``/metrics`` body; ``taken_at`` is the caller's clock (s)."""
-    samples = prom.read_samples(text)
+    samples = prom.read_samples(text, NAMES)
     if samples is None:
         return unreadable(SOURCE, taken_at, EXPECTED)
     return build(SOURCE, taken_at, EXPECTED, {
