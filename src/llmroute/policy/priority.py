@@ -125,12 +125,15 @@ def build_classes(config: PriorityConfig) -> tuple[dict[str, PriorityClass], Pri
 
 class Slot:
     """An admitted request's place: ``first_token()`` when its first token leaves (SLO
-    attainment), ``done()`` once when it ends (its place goes to the next waiter)."""
+    attainment, timed from ``arrived``: the wait counts), ``done()`` once when it ends (its
+    place goes to the next waiter; the hold time is timed from ``granted``: the wait does
+    not count). Times in clock seconds."""
 
-    __slots__ = ("_gate", "klass", "arrived", "_first", "_done")
+    __slots__ = ("_gate", "klass", "arrived", "granted", "_first", "_done")
 
-    def __init__(self, gate: PriorityGate, klass: PriorityClass, arrived: float):
-        self._gate, self.klass, self.arrived = gate, klass, arrived
+    def __init__(self, gate: PriorityGate, klass: PriorityClass, arrived: float,
+                 granted: float):
+        self._gate, self.klass, self.arrived, self.granted = gate, klass, arrived, granted
         self._first = self._done = False
 
     def first_token(self) -> None:
@@ -262,11 +265,12 @@ class PriorityGate:
 
     def _slot(self, klass: PriorityClass, arrived: float, now: float) -> Slot:
         self.metrics.waited(klass, now - arrived)
-        return Slot(self, klass, arrived)
+        return Slot(self, klass, arrived, now)
 
     def release(self, slot: Slot) -> None:
-        """A slot is done: learn how long it was held, let waiters in."""
-        held = self.clock() - slot.arrived
+        """A slot is done: learn how long it was held (from its grant: a place is busy
+        while a request runs, not while it queued), let waiters in."""
+        held = self.clock() - slot.granted
         self._hold_s = held if self._hold_s is None else (
             self._hold_s + EWMA_ALPHA * (held - self._hold_s))
         self._free()

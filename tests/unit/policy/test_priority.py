@@ -177,6 +177,35 @@ async def test_a_request_whose_deadline_cannot_be_met_is_refused_at_once():
     assert sample(registry, "llmroute_priority_shed_total", **{"class": "realtime", "reason": "deadline_unmeetable"}) == 1
 
 
+async def test_time_spent_queued_does_not_count_as_holding_a_place():
+    """Slots held 0.25 s by requests that first queued 8 s: a realtime request behind one
+    waiter expects ≈ 0.25 · 2 / 4 s, well inside its 0.5 s target, and is queued — were
+    the queueing counted as holding, it would expect ≈ 4 s and be refused."""
+    clock, fleet = FakeClock(), Fleet(room=0)
+    gate, _ = make_gate(fleet, clock, capacity=4)
+    queued = [asyncio.ensure_future(gate.enter(gate.classes["batch"])) for _ in range(4)]
+    await asyncio.sleep(0)
+    clock.advance(8.0)
+    fleet.room = 4
+    gate.pump()
+    slots = await asyncio.gather(*queued)
+    assert [s.granted - s.arrived for s in slots] == [8.0] * 4
+    fleet.room = 0
+    clock.advance(0.25)
+    for slot in slots:
+        slot.done()
+    assert gate._expected_wait(1) == pytest.approx(0.25 / 4)
+    ahead = asyncio.ensure_future(gate.enter(gate.classes["standard"]))
+    await asyncio.sleep(0)
+    second = asyncio.ensure_future(gate.enter(gate.classes["standard"]))
+    urgent = asyncio.ensure_future(gate.enter(gate.classes["realtime"]))
+    await asyncio.sleep(0)
+    assert len(gate.queue) == 3 and not urgent.done()
+    fleet.room = 4
+    gate.pump()
+    await asyncio.wait_for(asyncio.gather(ahead, second, urgent), 5)
+
+
 async def test_a_waiter_leaves_after_max_wait_and_a_cancelled_one_leaves_the_queue():
     clock, fleet = FakeClock(), Fleet(room=0)
     gate, registry = make_gate(fleet, clock, max_wait_s=1.0, tick_s=0.25)
