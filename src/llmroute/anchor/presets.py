@@ -40,7 +40,9 @@ KV-pressure rule), capability, breaker health, thermal (no new requests to a hot
 another can take them; inert without temperature readings) and quality (a demoted backend's
 share; inert while none is demoted); ``default`` then drops backends predicted to answer
 much later than the soonest (``ttft-headroom``; ``anchor.ttft_headroom`` turns it on or
-off for any preset). Each plugin is built with its own params from the config
+off for any preset). Before it, in every preset, ``sample`` bounds the work of a decision
+in a large pool: above 128 survivors only 64 go on, the longest prefix holders and a random
+rest (``anchor/filters/sample.py``). Each plugin is built with its own params from the config
 (``config/anchor.py``); presets set weights, not params.
 """
 
@@ -54,6 +56,7 @@ from llmroute.errors import ConfigError
 
 FILTERS = ("pool", "context-fit", "capability", "health", "thermal", "quality")
 HEADROOM = "ttft-headroom"
+SAMPLE = "sample"
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,7 @@ class Preset:
 
     def filters(self) -> tuple[str, ...]:
         """Filter type names, in order."""
-        return (*FILTERS, HEADROOM) if self.headroom else FILTERS
+        return (*FILTERS, SAMPLE, HEADROOM) if self.headroom else (*FILTERS, SAMPLE)
 
 
 def presets() -> dict[str, Preset]:

@@ -19,6 +19,7 @@ from llmroute.anchor.filters.context_fit import ContextFitFilter
 from llmroute.anchor.filters.health import HealthFilter
 from llmroute.anchor.filters.pool import PoolFilter
 from llmroute.anchor.filters.quality import QualityFilter
+from llmroute.anchor.filters.sample import SampleFilter
 from llmroute.anchor.filters.thermal import ThermalFilter
 from llmroute.anchor.filters.ttft_headroom import TtftHeadroomFilter
 from llmroute.anchor.pickers.argmax import ArgmaxPicker
@@ -119,6 +120,7 @@ def register_builtins(registry: Registry | None = None) -> Registry:
         "quality": lambda p, s: QualityFilter(),
         "ttft-headroom": lambda p, s: TtftHeadroomFilter(p.factor, p.slack_ms, p.keep,
                                                          s.affinity),
+        "sample": lambda p, s: SampleFilter(p.above, p.size, s.affinity, s.rng),
     })
     reg.scorers.update({
         "queue-depth": lambda p, s: QueueDepthScorer(), "kv-cache": lambda p, s: KvCacheScorer(),

@@ -57,6 +57,15 @@ class TtftHeadroomParams(Strict):
     keep: int = Field(3, ge=1)
 
 
+class SampleParams(Strict):
+    """``sample`` filter (after the cheap filters of every preset, before ``ttft-headroom``):
+    when more than ``above`` backends survive them, score only ``size`` of them — the longest prefix holders
+    and a random rest (``anchor/filters/sample.py``)."""
+
+    above: int = Field(128, ge=1)
+    size: int = Field(64, ge=1)
+
+
 class PrefixAffinityParams(Strict):
     """``prefix-affinity`` scorer, and the router-side prefix index it reads
     (``anchor/affinity.py``): keys of ``block_tokens`` tokens (a multiple of the engines'
@@ -80,7 +89,8 @@ class SoftmaxParams(Strict):
 
 
 PLUGIN_PARAMS: Mapping[Kind, Mapping[str, type[BaseModel]]] = {
-    "filter": {"context-fit": ContextFitParams, "ttft-headroom": TtftHeadroomParams},
+    "filter": {"context-fit": ContextFitParams, "ttft-headroom": TtftHeadroomParams,
+               "sample": SampleParams},
     "scorer": {"prefix-affinity": PrefixAffinityParams},
     "picker": {"softmax": SoftmaxParams},
 }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmroute.anchor.presets import FILTERS, HEADROOM, presets, resolve
+from llmroute.anchor.presets import FILTERS, HEADROOM, SAMPLE, presets, resolve
 from llmroute.assemble.anchor import build_profile
 from llmroute.anchor.registry import Shared, register_builtins
 from llmroute.config import AnchorConfig
@@ -19,7 +19,7 @@ def test_builtins_are_registered_by_kebab_case_name():
     reg = register_builtins()
     assert set(reg.scorers) == SCORERS
     assert set(reg.pickers) == {"argmax", "p2c", "softmax", "round-robin"}
-    assert set(reg.filters) == {*FILTERS, HEADROOM}
+    assert set(reg.filters) == {*FILTERS, HEADROOM, SAMPLE}
     for name in SCORERS:
         assert reg.scorer(name, Shared()).name == name
 
@@ -63,7 +63,7 @@ def test_unknown_scorer_in_config_is_a_config_error():
 def test_every_preset_builds(name):
     profile = build_profile(AnchorConfig(preset=name), register_builtins(), Shared())
     headroom = name == "default"  # only the tuned preset drops slow-to-answer backends
-    assert len(profile.filters) == len(FILTERS) + headroom
+    assert len(profile.filters) == len(FILTERS) + 1 + headroom  # + sample
     assert (type(profile.filters[-1]).__name__ == "TtftHeadroomFilter") is headroom
 
 
