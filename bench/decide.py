@@ -17,6 +17,10 @@ in the same run:
 * ``all-scorers`` — every built-in scorer at once, with the softmax picker, every backend
   built (the worst case).
 
+At 1,000 backends every profile scores the 64 the ``sample`` filter keeps (above 128
+survivors: the prefix holders and a random rest, ``anchor/filters/sample.py``), so there
+"every backend built" means the 64.
+
 Signals are re-drawn for each decision from a seeded RNG (outside the timed region), so
 caches and branch predictors see varied inputs. Reported: p50/p99 per decision in ms and the
 ratio of each profile's p99 to the baseline's, plus the p99 of the thread's CPU time per
