@@ -20,15 +20,24 @@ capital of France" is not "the capital of Germany", ``parse_date`` is not ``pars
   (``os.path``) or a call's ``()``, and anything in backticks;
 * quotes — text between "…", '…', “…”, ‘…’, «…», 「…」 or 『…』.
 
-Each kind is read as the sequence of its anchors in order of appearance, repeats kept, and
-compared whole: "walk 3 miles … on average 3" is not "walk 3 miles … on average 4" even
-though both mention 3 and 4 somewhere, and "Holly influenced Elton John" is not "Elton John
-influenced Holly".
+Each kind is read as the sequence of its anchors in order of appearance, repeats kept.
+``differs`` compares the sequences whole: "walk 3 miles … on average 3" is not "walk 3 miles
+… on average 4", and "Holly influenced Elton John" is not "Elton John influenced Holly".
+``differs(…, texts=(stored, asked))``, for a cache whose order verifier reads the roles
+(``cache/verify.py``), leaves the order to it and compares what is pinned down: the numbers
+as multisets, and the names by presence — each prompt's names found in the other's text
+(whole words in any case in Latin script, anywhere in CJK), so that "In Paris, Alice met
+Bob" and "Alice met Bob in Paris", or a name written "the Legislative District" in one and
+"the legislative district" in the other, pin down the same facts while 法国 / 德国 do not.
+
+A number's unit is the word or symbol right after it, lower-cased, unless that word is a
+function word or a month (``NOT_UNITS``): "in 1887 to Dallas" and "in 1887 ." are one year.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import NamedTuple
 
 NUMBER_WORDS = frozenset((
@@ -52,6 +61,15 @@ OPENERS = frozenset((
     "then again be keep use answer note assume consider suppose imagine given question "
     "task").split())
 """Words that open a sentence capitalised without naming anything (lower case)."""
+
+NOT_UNITS = frozenset((
+    "a an the and or but nor to of in on at by for from with as into onto than then that "
+    "this these those is are was were be been being has have had do does did it its he she "
+    "they we you i his her their our my your who which while when where after before during "
+    "since until till per via de del la le und january february march april may june july "
+    "august september october november december jan feb mar apr jun jul aug sep sept oct "
+    "nov dec").split())
+"""Words after a number that are not its unit (lower case): function words and months."""
 
 ENTITY_TAGS = frozenset({"nr", "ns", "nt", "nz", "eng", "nrt", "nrfg"})
 """rjieba (jieba) part-of-speech tags of names: person, place, organisation, other proper
@@ -99,23 +117,45 @@ KINDS = Anchors._fields
 """The refusal reason of each kind, in the order checked."""
 
 
-def differs(stored: Anchors, asked: Anchors) -> str | None:
-    """The first kind (``numbers``, ``entities``, ``code``, ``quotes``) whose sequence differs
-    between the two prompts, or None when they pin down the same facts."""
+def differs(stored: Anchors, asked: Anchors, texts: tuple[str, str] | None = None
+            ) -> str | None:
+    """The first kind (``numbers``, ``entities``, ``code``, ``quotes``) that differs between
+    the two prompts, or None when they pin down the same facts: each kind's sequence whole,
+    or with ``texts`` (the stored and the asked prompt) the numbers as multisets and the
+    names by presence in the other text (module docstring)."""
     for kind, a, b in zip(KINDS, stored, asked, strict=True):
-        if a != b:
+        if a == b:
+            continue
+        if texts is None or kind in ("code", "quotes"):
+            return kind
+        if kind == "numbers" and Counter(a) != Counter(b):
+            return kind
+        if kind == "entities" and not (_present(a, texts[1]) and _present(b, texts[0])):
             return kind
     return None
 
 
+def _present(names: tuple[str, ...], text: str) -> bool:
+    """Whether every name is in ``text``: anywhere when it has CJK, else as whole words in
+    any case ("the Legislative District" / "the legislative district")."""
+    return all(name in text if _CJK.search(name) else
+               re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text, re.IGNORECASE) is not None
+               for name in names)
+
+
 def _numbers(text: str) -> tuple[str, ...]:
-    found = [(m.start(), f"{m[1]} {m[2] or ''}".strip()) for m in _DIGITS.finditer(text)]
+    found = [(m.start(), f"{m[1]} {_unit(m[2])}".strip()) for m in _DIGITS.finditer(text)]
     found += [(m.start(), f"{m[1]}{m[2]}") for m in _MONEY.finditer(text)]
     found += [(m.start(), m[0].lower()) for m in _WORD.finditer(text)
               if m[0].lower() in NUMBER_WORDS]
     if _CJK.search(text):
         found += [(m.start(), m[1] + m[2]) for m in _HAN_NUM.finditer(text) if m[1] != "一"]
     return tuple(value for _, value in sorted(found))
+
+
+def _unit(word: str | None) -> str:
+    unit = (word or "").lower()
+    return "" if unit in NOT_UNITS else unit
 
 
 def _entities(text: str) -> tuple[str, ...]:

@@ -17,9 +17,10 @@ answer, purge; and what the replicas exchange (docs/cache.md).
    ``candidates`` nearest are tried, most similar first, and each refused when the gate's
    intent differs (``intent``: the stored prompt's label is neither the asked prompt's
    nor a runner-up the gate gives at least ``CLOSE_INTENT``), when the prompts' numbers, entities, code identifiers or
-   quoted strings differ (``numbers`` … ``quotes``: ``cache/anchors.py``), or when the
-   order verifier refuses (``order``: a shared word out of place; ``wording``: too many
-   words differ; ``cache/verify.py``). The first that passes is a ``hit-semantic``; when
+   quoted strings differ (``numbers`` … ``quotes``: ``cache/anchors.py``; with the
+   verifier on, numbers as multisets and names by presence, the order left to it), or when
+   the order verifier refuses (``order``: shared words moved otherwise than as one block;
+   ``wording``: too many words differ; ``cache/verify.py``). The first that passes is a ``hit-semantic``; when
    none does, the miss's reason is the nearest one's refusal.
 
 A miss (and a ``no-cache`` bypass) may store the answer (``store``): a JSON answer at once,
@@ -175,28 +176,29 @@ class AnswerCache:
         labels = intents_of(intent)
         first = None
         for entry, similarity in near:
-            refusal = self.refusal(entry, labels, asked, asked_words)
+            refusal = self.refusal(entry, labels, k.query, asked, asked_words)
             if refusal is None:
                 self.entries.touch(entry)
                 return Lookup("hit-semantic", "semantic", entry, similarity, k, vector)
             first = first or refusal
         return Lookup("miss", first or "not_found", keys=k, vector=vector, store=True)
 
-    def refusal(self, entry: Entry, labels: frozenset[str], asked: Anchors,
+    def refusal(self, entry: Entry, labels: frozenset[str], query: str, asked: Anchors,
                 asked_words: list[str]) -> str | None:
-        """Why ``entry`` may not answer a prompt of intents ``labels`` (``intents_of``) with
-        these anchors and words, or None (module docstring, step 4)."""
+        """Why ``entry`` may not answer the prompt ``query`` of intents ``labels``
+        (``intents_of``) with these anchors and words, or None (module docstring, step 4)."""
         if entry.intent not in labels:
             return "intent"
-        kind = differs(entry.anchors, asked)
+        cfg = self.cfg
+        kind = differs(entry.anchors, asked, (entry.query, query) if cfg.verify else None)
         if kind is not None:
             return kind
-        if not self.cfg.verify:
+        if not cfg.verify:
             return None
         verdict = compare(words(entry.query), asked_words)
-        if verdict.moved > self.cfg.max_moved:
+        if not verdict.in_order(cfg.max_moved, cfg.min_block):
             return "order"
-        return "wording" if verdict.changed > self.cfg.max_changed else None
+        return "wording" if verdict.changed > cfg.max_changed else None
 
     def store(self, found: Lookup, request: ChatRequest, intent: Intent, scope: Scope,
               answer: dict[str, Any]) -> Entry | None:

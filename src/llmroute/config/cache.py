@@ -16,8 +16,9 @@ class CacheConfig(Strict):
     """The answer cache: ``enabled``; the semantic tier (``semantic``) serves the nearest
     stored request of the same context at cosine similarity ≥ ``threshold`` (0–1; per
     intent: ``threshold_by_intent``), when the guards and the order verifier
-    (``verify``: at most ``max_moved`` shared words out of place and ``max_changed``, a
-    fraction 0–1, of words in one prompt only) pass; ``candidates`` nearest entries are
+    (``verify``: at most ``max_moved`` shared words out of place, or one block of at
+    least ``min_block`` words moved as a whole — 0: none —, and ``max_changed``, a
+    fraction 0–1, of words in one prompt only; ``cache/verify.py``) pass; ``candidates`` nearest entries are
     tried, most similar first. A request whose ``temperature`` is above
     ``max_temperature`` asks for variety: it is neither served nor stored. Entries live
     ``ttl_s`` seconds (per intent: ``ttl_by_intent``), at most ``max_entries`` of them and
@@ -33,6 +34,7 @@ class CacheConfig(Strict):
     threshold_by_intent: dict[str, float] = {}
     verify: bool = True
     max_moved: int = Field(0, ge=0)
+    min_block: int = Field(2, ge=0)
     max_changed: float = Field(0.12, ge=0, le=1)
     candidates: int = Field(4, ge=1, le=64)
     max_temperature: float = Field(1.0, ge=0)
