@@ -54,7 +54,7 @@ from llmroute.config.cache import CacheConfig  # noqa: E402
 from llmroute.gate.semantic import SemanticGate  # noqa: E402
 
 GRID = {"threshold": (0.8, 0.9, 0.93), "max_changed": (0.08, 0.12, 0.16, 0.2),
-        "max_moved": (0, 1)}
+        "min_block": (0, 2, 3, 4)}
 
 
 async def quality(gate: SemanticGate, sizes: dict[str, int | None], rng: random.Random,
@@ -95,11 +95,11 @@ async def quality(gate: SemanticGate, sizes: dict[str, int | None], rng: random.
 async def _grid(lang: str, dev: list[tuple[str, str, int]], intents: dict) -> None:
     for th in GRID["threshold"]:
         for ch in GRID["max_changed"]:
-            for mv in GRID["max_moved"]:
-                cfg = CacheConfig(enabled=True, threshold=th, max_changed=ch, max_moved=mv)
+            for mb in GRID["min_block"]:
+                cfg = CacheConfig(enabled=True, threshold=th, max_changed=ch, min_block=mb)
                 fhr, rec = rates(await judge(cfg, dev, intents))
                 print(f"  calibrate {lang} dev threshold={th} max_changed={ch} "
-                      f"max_moved={mv}: false hits {fhr:.4f} recall {rec:.4f}")
+                      f"min_block={mb}: false hits {fhr:.4f} recall {rec:.4f}")
 
 
 def _reasons(judged: list[Judged]) -> dict[str, int]:
