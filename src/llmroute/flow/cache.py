@@ -19,6 +19,7 @@ from llmroute.cache.answers import AnswerCache, Lookup, Scope, served
 from llmroute.cache.collect import Collected
 from llmroute.flow.call import Call, Decision
 from llmroute.flow.headers import timing_entry
+from llmroute.flow.rank import rank
 from llmroute.policy.auth import Caller
 from llmroute.strategy.answers import replay
 from llmroute.types import Routed
@@ -29,9 +30,11 @@ FROM_HEADER = "x-llmroute-cache-from"
 
 class CachedAnswer:
     """The answer cache's stage (module docstring). It stands after the usage meter and
-    the priority slot (a hit is settled at zero tokens and frees its place) and before the
-    trial timing and the output filter (a hit is no arm's answer; what is stored is the
-    screened text, as the client got it). Holds ``call.cached``: the entry scope and the
+    the priority slot (a hit is settled at zero tokens and frees its place, if it took one)
+    and before the trial timing and the output filter (a hit is no arm's answer; what is
+    stored is the screened text, as the client got it). While the fleet is saturated a
+    request takes its priority place only here, once it is a miss (``placed``): a hit never
+    queues behind engine-bound requests. Holds ``call.cached``: the entry scope and the
     lookup, from ``before`` to ``after``."""
 
     failed = None  # nothing held but the lookup
@@ -45,6 +48,7 @@ class CachedAnswer:
         dispatch would."""
         d = call.decision
         if d is None or call.request.endpoint not in ("chat", "completions"):
+            await placed(call)
             return None
         cache, caller = self.cache, call.caller
         scope = scope_of(cache, caller, d)
@@ -58,6 +62,7 @@ class CachedAnswer:
         call.timing.append(timing_entry("cache", ms))
         call.cached = (scope, found)
         if entry is None:
+            await placed(call)
             return None
         if caller is not None and d.strategy.runner is None:
             caller.check_pool(d.plan.pool)
@@ -72,6 +77,16 @@ class CachedAnswer:
         if held is None:
             return routed
         return kept(self.cache, call, held[0], held[1], routed)
+
+
+async def placed(call: Call) -> None:
+    """The priority place ``admit`` left for later (the fleet was saturated: a hit needs no
+    engine, so it does not wait), waited for now that the request goes to an engine (503
+    when shed), and the plan ranked again: the fleet moved while it waited."""
+    gate = call.rt.priority
+    if call.slot is None and call.klass is not None and gate is not None:
+        call.slot = await gate.enter(call.klass)
+        rank(call)
 
 
 def scope_of(cache: AnswerCache, caller: Caller | None, d: Decision) -> Scope:

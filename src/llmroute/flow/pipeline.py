@@ -33,7 +33,7 @@ async def route(call: Call) -> Routed:
     long), 403 (a model, strategy or pool the key may not use), 429 (limits), 503 (shed
     while the fleet is saturated, no backend), or the engine's own error."""
     try:
-        await admit(call)
+        await admit(call, defer=call.rt.cache is not None)
         screen(call)
         await count(call)
         await classify(call)
@@ -51,12 +51,14 @@ async def authenticate(rt: Runtime, headers: Mapping[str, str]) -> Caller | None
     return None if rt.policy is None else await rt.policy.authenticate(headers)
 
 
-async def admit(call: Call) -> None:
+async def admit(call: Call, defer: bool = False) -> None:
     """The request's priority class (``call.klass``, classified once: 400 for a header
     naming no class, 403 when the key may not choose); with auth on, the key's model
     permission (403), limits and quotas (429): ``call.ticket`` reserves its tokens; with
     priority classes, a place (``call.slot``), waited for while the fleet is saturated
-    (503 when shed). The usage meter and the priority slot stages give them back."""
+    (503 when shed) — with ``defer`` (the answer cache is on) only taken here when free at
+    once, else left to the cache stage, so that a hit never waits for an engine's place
+    (``flow/cache.py``). The usage meter and the priority slot stages give them back."""
     rt, caller = call.rt, call.caller
     gate = rt.priority
     if gate is not None:
@@ -69,7 +71,7 @@ async def admit(call: Call) -> None:
         if ticket.budget_left is not None:  # the budget_left_below trigger reads it
             call.caller = Caller(caller.key, caller.tenant, ticket.budget_left)
     if gate is not None and call.klass is not None:
-        call.slot = await gate.enter(call.klass)
+        call.slot = gate.enter_now(call.klass) if defer else await gate.enter(call.klass)
 
 
 def screen(call: Call) -> None:

@@ -121,8 +121,9 @@ class PrioritySlot:
     async def after(self, call: Call, routed: Routed) -> Routed:
         """Hand the place to the stream, or free it after a JSON answer."""
         slot = call.slot
-        if slot is None:
-            return routed
+        if slot is None:  # no class, or a cache hit that took no place
+            return routed if call.klass is None else Routed(
+                routed.headers | priority_header(call.klass), routed.body, routed.stream)
         headers = routed.headers | priority_header(slot.klass)
         if routed.stream is not None:
             return Routed(headers, stream=slot.watch(routed.stream))

@@ -223,13 +223,22 @@ class PriorityGate:
         """Whether one more request may start now."""
         return self.active < self._capacity and self._headroom() > 0
 
+    def enter_now(self, klass: PriorityClass) -> Slot | None:
+        """A place for a request of ``klass`` at once, or None when it would have to wait
+        (nothing is queued for it)."""
+        if self.queue or not self.room():
+            return None
+        now = self.clock()
+        self.active += 1
+        return self._slot(klass, now, now)
+
     async def enter(self, klass: PriorityClass) -> Slot:
         """A place for a request of ``klass``, at once or after waiting. Raises Overloaded
         (503, ``retry_after_s`` set): shed, deadline unmeetable, or waited too long."""
+        slot = self.enter_now(klass)
+        if slot is not None:
+            return slot
         now = self.clock()
-        if not self.queue and self.room():
-            self.active += 1
-            return self._slot(klass, now, now)
         w = Waiter(klass, now, next(self._seq), asyncio.get_running_loop().create_future())
         self._admit_to_queue(w)
         try:

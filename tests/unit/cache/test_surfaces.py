@@ -7,6 +7,7 @@ key that may not use the plan's pool gets its 403, not another key's entry."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import anthropic
@@ -79,6 +80,30 @@ async def test_a_hit_frees_its_priority_place_and_replays_the_screened_answer(tm
     assert "forbidden" not in masked and "word" in masked
     assert again.json()["choices"][0]["message"]["content"] == masked
     assert "cache;dur=" in again.headers["server-timing"]
+
+
+async def test_while_the_fleet_is_saturated_a_hit_takes_no_place_and_a_miss_waits_for_one():
+    priority = {"classes": [{"name": "standard", "ttft_target_s": 30}],
+                "watermarks": {"in_flight": 1}}
+    asked = {"model": "auto", "messages": [{"role": "user", "content": "Name a colour."}]}
+    other = {"model": "auto", "messages": [{"role": "user", "content": "Name a fruit."}]}
+    async with serve_upstream(["ok", "ok"]) as up, \
+            open_router(config(up, cache={"enabled": True}, priority=priority)) as (rt, client):
+        assert rt.priority is not None
+        await client.post("/v1/chat/completions", json=asked)
+        held = rt.priority.enter_now(rt.priority.default)  # the only place, taken
+        assert held is not None and rt.priority.enter_now(rt.priority.default) is None
+        hit = await asyncio.wait_for(client.post("/v1/chat/completions", json=asked), 5)
+        miss = asyncio.create_task(client.post("/v1/chat/completions", json=other))
+        await asyncio.sleep(0.3)
+        assert not miss.done() and len(up.requests) == 1  # queued for the place
+        held.done()
+        answered = await asyncio.wait_for(miss, 10)
+        assert rt.priority.active == 0
+    assert hit.headers["x-llmroute-cache"] == "hit-exact"
+    assert hit.headers["x-llmroute-priority"] == "standard"
+    assert answered.status_code == 200 and answered.headers["x-llmroute-cache"] == "miss"
+    assert len(up.requests) == 2
 
 
 async def test_a_hit_is_refused_to_a_key_that_may_not_use_the_pool(tmp_path, monkeypatch):
