@@ -31,7 +31,9 @@ Bob" and "Alice met Bob in Paris", or a name written "the Legislative District" 
 "the legislative district" in the other, pin down the same facts while 法国 / 德国 do not.
 
 A number's unit is the word or symbol right after it, lower-cased, unless that word is a
-function word or a month (``NOT_UNITS``): "in 1887 to Dallas" and "in 1887 ." are one year.
+function word or a month (``NOT_UNITS``): "in 1887 to Dallas" and "in 1887 ." are one year;
+in Chinese, the measure word or unit after it (``CJK_UNITS``: 1887 年, 8 名, not 到 or 的).
+Chinese numerals are read as their value (第八名 and 第 8 名 are one number).
 """
 
 from __future__ import annotations
@@ -71,11 +73,19 @@ NOT_UNITS = frozenset((
     "nov dec").split())
 """Words after a number that are not its unit (lower case): function words and months."""
 
+CJK_UNITS = frozenset(
+    "年月日号时点分秒岁周天世代届期次回遍倍个位名人口户家只头匹条根张本件项台辆架艘座层楼"
+    "章节首幅部场局轮盘球分元块角毛米里克吨升度斤亩")
+"""Chinese measure words and units read after a number (``3 岁``, ``8 名``); any other
+character after it (到, 至, 的, 和 …) is not its unit."""
+
 ENTITY_TAGS = frozenset({"nr", "ns", "nt", "nz", "eng", "nrt", "nrfg"})
 """rjieba (jieba) part-of-speech tags of names: person, place, organisation, other proper
 noun, foreign word."""
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
+_HAN_DIGITS = {ch: i for i, ch in enumerate("零一二三四五六七八九")} | {"两": 2}
+_HAN_UNITS = {"十": 10, "百": 100, "千": 1000, "万": 10_000, "亿": 100_000_000}
 _DIGITS = re.compile(r"(\d+(?:[.,:/]\d+)*)\s*([A-Za-z%°$€£¥]+|[\u3400-\u9fff])?")
 _MONEY = re.compile(r"([$€£¥])\s*(\d+(?:[.,]\d+)*)")
 _HAN_NUM = re.compile(r"([零一二两三四五六七八九十百千万亿]+)([\u3400-\u9fff]?)")
@@ -149,13 +159,34 @@ def _numbers(text: str) -> tuple[str, ...]:
     found += [(m.start(), m[0].lower()) for m in _WORD.finditer(text)
               if m[0].lower() in NUMBER_WORDS]
     if _CJK.search(text):
-        found += [(m.start(), m[1] + m[2]) for m in _HAN_NUM.finditer(text) if m[1] != "一"]
+        found += [(m.start(), f"{han_value(m[1])} {_unit(m[2])}".strip())
+                  for m in _HAN_NUM.finditer(text) if m[1] != "一"]
     return tuple(value for _, value in sorted(found))
 
 
 def _unit(word: str | None) -> str:
     unit = (word or "").lower()
+    if _CJK.match(unit):
+        return unit if unit in CJK_UNITS else ""
     return "" if unit in NOT_UNITS else unit
+
+
+def han_value(run: str) -> int:
+    """The value of a run of Chinese numerals: 八 → 8, 二十 → 20, 三千五百万 → 35000000; a
+    run without 十百千万亿 is read digit by digit (二零二三 → 2023)."""
+    if not any(ch in _HAN_UNITS for ch in run):
+        return int("".join(str(_HAN_DIGITS[ch]) for ch in run))
+    total = section = digit = 0
+    for ch in run:
+        if ch in _HAN_DIGITS:
+            digit = _HAN_DIGITS[ch]
+        elif _HAN_UNITS[ch] < 10_000:
+            section += (digit or 1) * _HAN_UNITS[ch]
+            digit = 0
+        else:
+            total = (total + section + digit) * _HAN_UNITS[ch]
+            section = digit = 0
+    return total + section + digit
 
 
 def _entities(text: str) -> tuple[str, ...]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from llmroute.cache.anchors import Anchors, differs
+from llmroute.cache.anchors import Anchors, differs, han_value
 from llmroute.cache.answers import AnswerCache, Scope
 from llmroute.cache.verify import Verdict, compare, placed, words
 from llmroute.config.cache import CacheConfig
@@ -84,6 +84,15 @@ def test_a_function_word_or_month_after_a_number_is_no_unit():
     assert Anchors.of("in 1887 to Dallas").numbers == ("1887",)
     assert Anchors.of("born 15 May 1978").numbers == ("15", "1978")
     assert Anchors.of("run 5 km, 20% faster").numbers == ("5 km", "20 %")
+    assert Anchors.of("3到5个苹果").numbers == Anchors.of("3至5个苹果").numbers == ("3", "5 个")
+
+
+def test_chinese_numerals_are_read_as_their_value():
+    assert [han_value(r) for r in ("八", "二十", "一百零五", "三千五百万", "二零二三", "两")] == [
+        8, 20, 105, 35_000_000, 2023, 2]
+    assert Anchors.of("他是第八名，二十世纪八十年代。").numbers == Anchors.of(
+        "他是第 8 名，20 世纪 80 年代。").numbers == ("8 名", "20 世", "80 年")
+    assert Anchors.of("五公里").numbers != Anchors.of("五十公里").numbers
 
 
 async def test_through_the_cache_a_reorder_is_served_and_a_swap_is_not():
