@@ -146,11 +146,28 @@ def differs(stored: Anchors, asked: Anchors, texts: tuple[str, str] | None = Non
 
 
 def _present(names: tuple[str, ...], text: str) -> bool:
-    """Whether every name is in ``text``: anywhere when it has CJK, else as whole words in
-    any case ("the Legislative District" / "the legislative district")."""
-    return all(name in text if _CJK.search(name) else
-               re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text, re.IGNORECASE) is not None
+    """Whether every name is in ``text``: anywhere when it has CJK, else as a whole word in
+    any case ("the Legislative District" / "the legislative district"; "M" is not in
+    "Măgheruş")."""
+    lower = text.lower()
+    return all(name in text if _CJK.search(name) else _whole(name.lower(), lower)
                for name in names)
+
+
+def _whole(word: str, text: str) -> bool:
+    """Whether ``word`` is in ``text`` with no letter, digit or ``_`` on either side."""
+    start = text.find(word)
+    while start >= 0:
+        end = start + len(word)
+        if not (start and _wordy(text[start - 1])) and not (end < len(text)
+                                                            and _wordy(text[end])):
+            return True
+        start = text.find(word, start + 1)
+    return False
+
+
+def _wordy(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
 
 
 def _numbers(text: str) -> tuple[str, ...]:
