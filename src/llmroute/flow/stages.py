@@ -27,8 +27,10 @@ when its part is configured:
 
 so a stream reaches the client as relay → OutputFilter → TrialTiming → CachedAnswer →
 PrioritySlot → UsageMeter (``CachedAnswer``, the answer cache, is ``flow/cache.py``). The
-first two give back what ``admit`` took (the token reservation, the priority place), so
-they stand first: every answer, an early one too, passes them. To add
+first two give back what ``admit`` took (the token reservation, the priority place — with
+the answer cache on and the fleet saturated, the place is taken by ``CachedAnswer`` on a
+miss instead: a hit takes none), so they stand first: every answer, an early one too,
+passes them. To add
 a stage (an answer cache, a cost meter): write a class with the three methods, give the
 Call a field for what it holds per request, and place an instance in ``answer_stages``
 (``tests/unit/flow/test_stages.py`` states the order).
