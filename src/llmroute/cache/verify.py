@@ -35,6 +35,7 @@ import bisect
 import re
 from collections import Counter
 from difflib import SequenceMatcher
+from itertools import pairwise
 from typing import NamedTuple
 
 MAX_MOVED = 0
@@ -90,7 +91,7 @@ def compare(a: list[str], b: list[str]) -> Verdict:
         return Verdict(0, 0.0)
     common = sum((Counter(a) & Counter(b)).values())
     at = placed(a, b)
-    breaks = sum(1 for x, y in zip(at, at[1:], strict=False) if y < x)
+    breaks = sum(1 for x, y in pairwise(at) if y < x)
     kept = set(_increasing(at))
     moved = sum(CJK_WORD if _CJK.match(a[i]) else 1.0 for i in at if i not in kept)
     return Verdict(moved, (total - 2 * common) / total, breaks)
