@@ -69,7 +69,7 @@ class Healing:
         reset, every transition emitted; returns the transitions."""
         now = self.clock()
         self.ticks += 1
-        moves = self.ejector.evaluate(self.tracker.tallies(now), now)
+        moves = self.ejector.evaluate(self.tracker.tallies(now), now, self.tracker.runs())
         for t in moves:
             if t.new is QualityState.EJECTED:
                 self.tracker.reset(t.backend_id)

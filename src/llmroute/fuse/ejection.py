@@ -6,7 +6,7 @@ detection, LiteLLM's cooldowns, llmroute's breakers); this ejects on answer qual
 
 **The test** (``judge``), per backend against the rest of its pool — the other backends
 of the pool that are healthy now, their windows summed — and only with at least
-``min_answers`` answers on each side:
+``min_answers`` answers on each side (a probing backend's own side excepted: see below):
 
 * bad answers: a one-sided Fisher exact test (Fisher 1935; ``scipy.stats.fisher_exact``,
   ``alternative="greater"``) on the 2 × 2 table of bad and good answers, backend against
@@ -17,17 +17,33 @@ of the pool that are healthy now, their windows summed — and only with at leas
   ``equal_var=False``) of the answers' mean token entropies, from the tallies' sums; it
   fires when p < ``alpha`` and the backend's mean is at least ``min_entropy_gap_nats``
   above the rest's. Only answers that carried logprobs count (``scored``).
+* a sustained shift in bad answers: Page's CUSUM (Page 1954; ``fuse/quality.cusum``) over
+  the backend's own answers in order, of the rate ``p1 = p0 + min_gap`` against the pool's
+  ``p0`` (its bad fraction with one bad and one good answer added — Laplace's rule, never
+  0); it fires when the statistic reaches ``h = ln(1/alpha)``. The window's tests above
+  weigh every answer of the last ``window_s`` alike, so a backend with a long good past
+  must give many bad answers before its bad fraction clears ``min_gap``; the CUSUM forgets
+  the good past (it only holds the statistic at 0) and fires after a few bad answers in a
+  row — each a fuse handoff, empty or truncated answer, ``ln(p1/p0)`` nats of evidence
+  (about 5 with a pool of hundreds of clean answers: three in a row). It reads this
+  replica's answers (the order of other replicas' answers is not shared).
 
 **False-alarm rate.** Under the null (the backend's answers are as good as its pool's, the
-answers independent), one evaluation fires with probability at most ``2·alpha``: Fisher's
-test is exact and conservative (its size is at most ``alpha``), Welch's is approximately
-``alpha`` for the sample sizes it runs at (``min_answers`` scored answers at least; the
-central limit theorem on per-answer means), and the union bound adds the two. The loop
-evaluates each healthy backend once per tick (1 s), so over an hour a backend is evaluated
-at most 3,600 times and the chance of any false demotion is at most ``7,200·alpha`` (≤
-0.0072 at the default ``alpha`` = 1e-6, by the union bound — consecutive windows share
-almost every answer, so the real rate is far lower). Answers that are not independent (a
-burst of stalls hitting one backend) are what the effect floors are for.
+answers independent), one evaluation fires with probability at most ``2·alpha`` for the
+two window tests: Fisher's test is exact and conservative (its size is at most ``alpha``),
+Welch's is approximately ``alpha`` for the sample sizes it runs at (``min_answers`` scored
+answers at least; the central limit theorem on per-answer means). The CUSUM is the maximum
+over start points of likelihood ratios that are martingales under the null with ``p0`` the
+true rate, so by Ville's inequality each start point reaches ``1/alpha`` with probability at
+most ``alpha`` and over ``N`` answers the CUSUM fires with probability at most ``N·alpha``
+(Lorden 1971: its mean run length to a false alarm is at least ``1/alpha`` answers); the
+pool's rate is estimated from hundreds of answers with Laplace's rule, which errs high
+when the pool is clean. The loop evaluates each healthy backend once per tick (1 s), so
+over an hour a backend that gives one answer a second is evaluated at most 3,600 times
+and the chance of any false demotion is at most ``3·3,600·alpha`` (≤ 0.011 at the default
+``alpha`` = 1e-6, by the union bound — consecutive windows share almost every answer, so
+the real rate is far lower). Answers that are not independent (a burst of stalls hitting
+one backend) are what the effect floors are for.
 
 **The state machine** (``types.QualityState``; the share is the fraction of requests the
 anchor still offers the backend, ``anchor/filters/quality.py``)::
@@ -36,6 +52,15 @@ anchor still offers the backend, ``anchor/filters/quality.py``)::
       ejected (share 0) --cool-off--> probing (share probe_share) --min_answers probes--
         --> healthy if the test stays quiet, else ejected again (cool-off doubled)
     cut --cut_s later, the test quiet--> healthy
+    healthy or cut --the test fires at alpha² (overwhelming)--> ejected at once
+
+The cut is a confirmation at a quarter of the traffic; when the evidence is overwhelming
+(the test would fire at ``alpha²``: e.g. every answer handed off) there is nothing left to
+confirm, and each answer the cut still sends it is a bad one, so the backend is ejected
+at once (from healthy, or from cut before ``cut_s``). A probing backend is ejected again as
+soon as the test fires on its probes, without waiting for ``min_answers`` of them (a
+breaker's half-open state reopens on its first failed probe): each probe the fuse hands
+off is an answer the client waited longer for.
 
 The cool-off doubles with each ejection in a row (Envoy's outlier detection multiplies its
 ``base_ejection_time`` by the number of ejections), capped at ``max_cooloff_s``; a backend
@@ -53,12 +78,12 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from llmroute.fuse.quality import Tally
+from llmroute.fuse.quality import Tally, cusum
 from llmroute.types import QualityState, QualityView
 
 HEALTHY, PROBING, CUT, EJECTED = (QualityState.HEALTHY, QualityState.PROBING,
@@ -90,11 +115,13 @@ class Policy:
 
 
 class Verdict(NamedTuple):
-    """The test's answer: ``fires``, and the ``evidence`` (counts, fractions, means,
-    p-values) for the event that follows."""
+    """The test's answer: ``fires``, the ``evidence`` (counts, fractions, means, p-values,
+    the CUSUM statistic) for the event that follows, and ``overwhelming``: it fires at
+    ``alpha²`` too."""
 
     fires: bool
     evidence: dict[str, Any]
+    overwhelming: bool = False
 
 
 class Transition(NamedTuple):
@@ -125,19 +152,32 @@ def load_tests() -> None:
     import scipy.stats  # noqa: F401
 
 
-def judge(own: Tally, rest: Tally, policy: Policy) -> Verdict:
-    """The test (module docstring) of ``own`` against ``rest``."""
+def judge(own: Tally, rest: Tally, policy: Policy, run: Sequence[bool] = (),
+          probe: bool = False) -> Verdict:
+    """The test (module docstring) of ``own`` against ``rest``; ``run``: the backend's own
+    answers in order as bad flags (the CUSUM's input; empty: no CUSUM); ``probe``: the
+    backend is probing (its own side needs no ``min_answers``)."""
     evidence: dict[str, Any] = {
         "answers": own.answers, "bad": own.bad, "bad_ratio": _round(own.bad_ratio),
         "pool_answers": rest.answers, "pool_bad_ratio": _round(rest.bad_ratio),
         "entropy": _round(own.mean_entropy), "pool_entropy": _round(rest.mean_entropy)}
-    if own.answers < policy.min_answers or rest.answers < policy.min_answers:
+    if rest.answers < policy.min_answers or (own.answers < policy.min_answers and not probe):
         return Verdict(False, evidence)
     p_bad = _bad_p(own, rest, policy)
     p_entropy = _entropy_p(own, rest, policy)
-    evidence.update(p_bad=p_bad, p_entropy=p_entropy, alpha=policy.alpha)
-    fires = min(p for p in (p_bad, p_entropy, 1.0) if p is not None) < policy.alpha
-    return Verdict(fires, evidence)
+    s = _cusum(run, rest, policy)
+    evidence.update(p_bad=p_bad, p_entropy=p_entropy, cusum=_round(s),
+                    cusum_h=_round(-math.log(policy.alpha)), alpha=policy.alpha)
+    level = min(p for p in (p_bad, p_entropy, math.exp(-s), 1.0) if p is not None)
+    return Verdict(level < policy.alpha, evidence, level < policy.alpha ** 2)
+
+
+def _cusum(run: Sequence[bool], rest: Tally, policy: Policy) -> float:
+    """The CUSUM statistic (nats) of ``run`` against the pool's Laplace-smoothed bad rate
+    ``p0``, for ``p1 = p0 + min_gap`` (0 without a run or an effect floor)."""
+    p0 = (rest.bad + 1) / (rest.answers + 2)
+    p1 = min(p0 + policy.min_gap, 0.999)
+    return cusum(run, p0, p1) if run and p1 > p0 else 0.0
 
 
 def _bad_p(own: Tally, rest: Tally, policy: Policy) -> float | None:
@@ -201,34 +241,45 @@ class Ejector:
         self._entries = {b: e for b, e in self._entries.items() if b in keep}
         self._publish()
 
-    def evaluate(self, tallies: Mapping[str, Tally], now: float) -> list[Transition]:
-        """One tick at ``now`` (s) over the windows' ``tallies``; the transitions made."""
+    def evaluate(self, tallies: Mapping[str, Tally], now: float,
+                 runs: Mapping[str, Sequence[bool]] | None = None) -> list[Transition]:
+        """One tick at ``now`` (s) over the windows' ``tallies`` and this replica's ``runs``
+        (``QualityTracker.runs``: each backend's answers in order as bad flags, for the
+        CUSUM; None: none); the transitions made."""
         out: list[Transition] = []
+        runs = runs or {}
         for pool, members in self.pools.items():
             for bid in members:
-                step = self._step(pool, bid, tallies, now)
+                step = self._step(pool, bid, tallies, runs.get(bid, ()), now)
                 if step is not None:
                     out.append(step)
         if any(not t.refused for t in out):
             self._publish()
         return out
 
-    def _step(self, pool: str, bid: str, tallies: Mapping[str, Tally], now: float
-              ) -> Transition | None:
+    def _step(self, pool: str, bid: str, tallies: Mapping[str, Tally], run: Sequence[bool],
+              now: float) -> Transition | None:
         entry = self._entries.setdefault(bid, _Entry(since=now))
         state = entry.state
         if state is EJECTED:
             return self._move(bid, entry, PROBING, now, "cool-off over", {}) \
                 if now >= entry.until else None
-        if state is CUT and now - entry.since < self.policy.cut_s:
-            return None
-        verdict = judge(tallies.get(bid, Tally()), self._rest(pool, bid, tallies), self.policy)
+        verdict = judge(tallies.get(bid, Tally()), self._rest(pool, bid, tallies), self.policy,
+                        run, probe=state is PROBING)
         if state is HEALTHY:
             return self._healthy(pool, bid, entry, verdict, now)
         if state is CUT:
-            return self._eject(bid, entry, verdict, now) if verdict.fires else \
-                self._move(bid, entry, HEALTHY, now, "the test is quiet again", verdict.evidence)
+            return self._cut(bid, entry, verdict, now)
         return self._probed(bid, entry, verdict, now)
+
+    def _cut(self, bid: str, entry: _Entry, verdict: Verdict, now: float
+             ) -> Transition | None:
+        if verdict.overwhelming:
+            return self._eject(bid, entry, verdict, now)
+        if now - entry.since < self.policy.cut_s:
+            return None
+        return self._eject(bid, entry, verdict, now) if verdict.fires else \
+            self._move(bid, entry, HEALTHY, now, "the test is quiet again", verdict.evidence)
 
     def _healthy(self, pool: str, bid: str, entry: _Entry, verdict: Verdict, now: float
                  ) -> Transition | None:
@@ -236,6 +287,8 @@ class Ejector:
             entry.refused = False
             return None
         bound = self._bound(pool)
+        if bound is None and verdict.overwhelming:
+            return self._eject(bid, entry, verdict, now, "answers far worse than the pool's")
         if bound is None:
             return self._move(bid, entry, CUT, now, "answers worse than the pool's",
                               verdict.evidence)
@@ -254,14 +307,14 @@ class Ejector:
         return self._move(bid, entry, HEALTHY, now, "probes as good as the pool's",
                           verdict.evidence)
 
-    def _eject(self, bid: str, entry: _Entry, verdict: Verdict, now: float) -> Transition:
+    def _eject(self, bid: str, entry: _Entry, verdict: Verdict, now: float,
+               why: str = "answers still worse than the pool's") -> Transition:
         p = self.policy
         cooloff = min(p.cooloff_s * 2 ** min(entry.ejections, 30), p.max_cooloff_s)
         entry.ejections += 1
         entry.until = now + cooloff
         evidence = {**verdict.evidence, "cooloff_s": cooloff}
-        return self._move(bid, entry, EJECTED, now, "answers still worse than the pool's",
-                          evidence)
+        return self._move(bid, entry, EJECTED, now, why, evidence)
 
     def _move(self, bid: str, entry: _Entry, new: QualityState, now: float, why: str,
               evidence: dict[str, Any]) -> Transition:

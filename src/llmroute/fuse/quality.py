@@ -6,7 +6,9 @@ Each answer (``types.Answer``) a backend gives is kept for ``window_s`` seconds,
 answers (and why: handed off by the fuse, empty, truncated, failed by a verifier) and the
 sums of their mean token entropies (nats) and of their squares — the sufficient statistics
 of the tests, so the tallies of several replicas simply add (``state/load.py`` shares them)
-and a test never scans a window. Pure and synchronous; the caller's clock.
+and the two-sample tests never scan a window. The order of a backend's own answers feeds the
+sequential test (``cusum``: Page's CUSUM over its bad answers, one pass over the window a
+tick). Pure and synchronous; the caller's clock.
 """
 
 from __future__ import annotations
@@ -65,6 +67,20 @@ class Tally(NamedTuple):
         return math.sqrt(max(var, 0.0))
 
 
+def cusum(bad: Iterable[bool], p0: float, p1: float) -> float:
+    """Page's CUSUM (Page 1954, "Continuous inspection schemes", Biometrika 41) of the
+    log-likelihood ratio of a bad-answer rate ``p1`` against ``p0`` (0 < p0 < p1 < 1) over
+    ``bad`` (one flag per answer, oldest first): S₀ = 0, Sₙ = max(0, Sₙ₋₁ + ℓ(xₙ)) with
+    ℓ(bad) = ln(p1/p0) and ℓ(good) = ln((1−p1)/(1−p0)); returns the last Sₙ (nats). A
+    stretch of answers at rate ``p1`` drives it up whatever good answers came before it
+    (they only hold it at 0)."""
+    up, down = math.log(p1 / p0), math.log((1.0 - p1) / (1.0 - p0))
+    s = 0.0
+    for flag in bad:
+        s = max(0.0, s + (up if flag else down))
+    return s
+
+
 def tally_of(answer: Answer) -> Tally:
     """The one-answer Tally of ``answer``."""
     bad = answer.bad
@@ -98,6 +114,10 @@ class Window:
         self._count(answer, 1)
         if len(self._items) > self._max:
             self._count(self._items.popleft(), -1)
+
+    def flags(self) -> list[bool]:
+        """Whether each answer in the window is bad, oldest first."""
+        return [a.bad is not None for a in self._items]
 
     def trim(self, now: float) -> Tally:
         """Drop the answers older than ``window_s`` at ``now``; the tally left."""
@@ -154,6 +174,11 @@ class QualityTracker:
     def local(self, now: float) -> dict[str, Tally]:
         """This replica's tally per backend at ``now`` (windows trimmed)."""
         return {b: w.trim(now) for b, w in self._windows.items()}
+
+    def runs(self) -> dict[str, list[bool]]:
+        """This replica's answers per backend as bad flags, oldest first (the windows as
+        the last ``local``/``tallies`` trimmed them): what ``cusum`` reads."""
+        return {b: w.flags() for b, w in self._windows.items()}
 
     def tallies(self, now: float) -> dict[str, Tally]:
         """This replica's tallies plus the other replicas' (``set_remote``), per backend."""

@@ -1,17 +1,19 @@
 """Quality ejection: the windows' tallies, the test (Fisher's exact test on bad answers,
-Welch's t-test on mean entropies) and the state machine with its pool and fleet bounds,
+Welch's t-test on mean entropies, Page's CUSUM on runs of bad answers) and the state machine with its pool and fleet bounds,
 on a fake clock."""
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
+from fakes.clock import FakeClock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmroute.fuse.ejection import Ejector, Policy, judge
-from llmroute.fuse.quality import QualityTracker, Tally, Window, tally_of
+from llmroute.fuse.quality import QualityTracker, Tally, Window, cusum, tally_of
 from llmroute.types import Answer, QualityState
 
 H, P, C, E = (QualityState.HEALTHY, QualityState.PROBING, QualityState.CUT,
@@ -85,7 +87,7 @@ def test_false_alarms_stay_below_the_stated_rate_on_healthy_pools():
 def run(ejector: Ejector, tracker: QualityTracker, t: float) -> list[tuple[str, QualityState]]:
     """One tick; windows of ejected backends reset, as the healing loop does."""
     out = []
-    for tr in ejector.evaluate(tracker.tallies(t), t):
+    for tr in ejector.evaluate(tracker.tallies(t), t, tracker.runs()):
         if tr.new is E:
             tracker.reset(tr.backend_id)
         out.append((tr.backend_id, QualityState.HEALTHY if tr.refused else tr.new))
@@ -95,8 +97,8 @@ def run(ejector: Ejector, tracker: QualityTracker, t: float) -> list[tuple[str, 
 def test_cut_then_ejected_then_probing_then_back_and_a_relapse_doubles_the_cooloff():
     tracker = QualityTracker(window_s=1000.0)
     ej = Ejector(POLICY, {"p": ("a", "b", "c")})
-    tracker.record(answers("a", 30, bad=30) + answers("b", 50) + answers("c", 50))
-    assert run(ej, tracker, 1.0) == [("a", C)]
+    tracker.record(answers("a", 30, bad=10) + answers("b", 50) + answers("c", 50))
+    assert run(ej, tracker, 1.0) == [("a", C)]  # a third bad: worse, not overwhelmingly
     assert ej.views()["a"].share == POLICY.cut_share
     assert run(ej, tracker, 5.0) == []  # still within cut_s
     assert run(ej, tracker, 11.0) == [("a", E)] and ej.views()["a"].share == 0.0
@@ -105,7 +107,7 @@ def test_cut_then_ejected_then_probing_then_back_and_a_relapse_doubles_the_coolo
     assert run(ej, tracker, 42.0) == []  # never act on fewer than min_answers
     tracker.record(answers("a", 1, at=41.0))
     assert run(ej, tracker, 43.0) == [("a", H)] and "a" not in ej.views()
-    tracker.record(answers("a", 30, bad=30, at=43.0))
+    tracker.record(answers("a", 30, bad=10, at=43.0))
     assert run(ej, tracker, 44.0) == [("a", C)]
     assert run(ej, tracker, 54.0) == [("a", E)]
     tracker.record(answers("a", 20, bad=20, at=84.0))
@@ -117,7 +119,7 @@ def test_cut_then_ejected_then_probing_then_back_and_a_relapse_doubles_the_coolo
 def test_a_cut_whose_test_goes_quiet_comes_back_without_ejection():
     tracker = QualityTracker(window_s=12.0)
     ej = Ejector(POLICY, {"p": ("a", "b", "c")})
-    tracker.record(answers("a", 30, bad=30) + answers("b", 50) + answers("c", 50))
+    tracker.record(answers("a", 30, bad=10) + answers("b", 50) + answers("c", 50))
     assert run(ej, tracker, 1.0) == [("a", C)]
     tracker.record(answers("a", 30, at=11.0) + answers("b", 30, at=11.0)
                    + answers("c", 30, at=11.0))
@@ -129,12 +131,12 @@ def test_a_demotion_that_would_empty_a_pool_is_refused_once_per_stretch():
     ej = Ejector(POLICY, {"solo": ("a",), "p": ("b", "c")})
     tracker.record(answers("a", 30, bad=30) + answers("b", 40, bad=40) + answers("c", 40))
     events = ej.evaluate(tracker.tallies(1.0), 1.0)
-    assert [(e.backend_id, e.new, e.refused) for e in events] == [("b", C, False)]
+    assert [(e.backend_id, e.new, e.refused) for e in events] == [("b", E, False)]
     both = Ejector(POLICY, {"p": ("b", "c")})
     tracker.record(answers("c", 60, bad=60))  # both bad: one may go, the other stays
     first = both.evaluate({"b": Tally(40, 40, 40), "c": Tally(40, 0)}, 1.0)
     second = both.evaluate({"b": Tally(40, 40, 40), "c": Tally(40, 40, 40)}, 2.0)
-    assert [(e.backend_id, e.new) for e in first] == [("b", C)]
+    assert [(e.backend_id, e.new) for e in first] == [("b", E)]  # all bad: no cut
     assert second == []  # c is judged against no healthy backend: nothing to compare
 
 
@@ -166,3 +168,58 @@ def test_no_pool_is_ever_left_without_a_healthy_backend(events, pool_share, flee
             assert any(ej.state(b) is H for b in members)
         demoted = sum(ej.state(b) is not H for b in "abcde")
         assert demoted <= max(int(fleet_share * 5), 0) or demoted == 0
+
+
+def test_cusum_rises_on_a_run_of_bad_answers_whatever_came_before():
+    assert cusum([False] * 500, 0.01, 0.21) == 0.0
+    three = cusum([False] * 500 + [True] * 3, 0.002, 0.202)
+    assert three == pytest.approx(3 * math.log(0.202 / 0.002))
+    assert cusum([True] * 3 + [False] * 5, 0.002, 0.202) == pytest.approx(
+        three + 5 * math.log(0.798 / 0.998))
+
+
+def test_a_backend_with_a_long_good_past_is_demoted_after_a_few_bad_answers_in_a_row():
+    # 200 good answers then a few handed off: the window's bad fraction (2 %) is far under
+    # the 0.2 floor, so Fisher cannot fire; the CUSUM does (ln(p1/p0) ≈ 4.4 nats a bad
+    # answer against a clean pool of 400, h = ln(1e6) ≈ 13.8: the fourth).
+    tracker = QualityTracker(window_s=1000.0)
+    ej = Ejector(POLICY, {"p": ("a", "b", "c")})
+    tracker.record(answers("a", 200) + answers("b", 200) + answers("c", 200))
+    assert run(ej, tracker, 1.0) == []
+    tracker.record(answers("a", 2, bad=2, at=1.0))
+    assert run(ej, tracker, 2.0) == []  # two bad answers are not enough
+    tracker.record(answers("a", 2, bad=2, at=2.0))
+    verdict = judge(tracker.tallies(3.0)["a"], Tally(400), POLICY, tracker.runs()["a"])
+    assert verdict.evidence["p_bad"] is None and verdict.fires
+    assert run(ej, tracker, 3.0) == [("a", C)]
+    tracker.record(answers("a", 3, bad=3, at=3.0))
+    assert run(ej, tracker, 4.0) == [("a", E)]  # overwhelming: out before cut_s
+
+
+def test_a_probing_backend_is_ejected_again_on_its_first_bad_probes():
+    tracker = QualityTracker(window_s=1000.0)
+    ej = Ejector(POLICY, {"p": ("a", "b", "c")})
+    tracker.record(answers("a", 30, bad=30) + answers("b", 200) + answers("c", 200))
+    assert run(ej, tracker, 1.0) == [("a", E)]
+    assert run(ej, tracker, 31.0) == [("a", P)]
+    tracker.record(answers("a", 2, bad=2, at=31.0))
+    assert run(ej, tracker, 32.0) == []
+    tracker.record(answers("a", 1, bad=1, at=32.0))
+    assert run(ej, tracker, 33.0) == [("a", E)]  # 3 probes, not min_answers (20)
+
+
+def test_a_healthy_pool_with_ordinary_noise_is_never_demoted_over_an_hour():
+    # Six backends as good as each other: 5 % bad answers (handoffs, empty, truncated) and
+    # noisy entropies, one answer a second each, judged every second of a fake clock.
+    rng = random.Random(11)
+    clock = FakeClock(0.0)
+    tracker = QualityTracker(window_s=120.0)
+    ej = Ejector(Policy(), {"p": tuple("abcdef")})
+    moves = []
+    for _ in range(3600):
+        clock.advance(1.0)
+        tracker.record([Answer(b, clock(), rng.choice(("handoff", "empty", "truncated"))
+                               if rng.random() < 0.05 else None, rng.gauss(1.2, 0.5))
+                        for b in "abcdef"])
+        moves += ej.evaluate(tracker.tallies(clock()), clock(), tracker.runs())
+    assert moves == []
