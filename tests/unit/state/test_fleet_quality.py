@@ -57,13 +57,14 @@ async def test_the_fleet_judges_every_replicas_answers_and_survives_losing_redis
     clock = FakeClock(10.0)
     async with replicas(own_redis.url, clock) as pairs:
         (a, _), (b, _) = pairs
-        answer(a, "x", 12, bad=True)  # only replica a sees x melt
+        answer(a, "x", 6)
+        answer(a, "x", 6, bad=True)  # only replica a sees x melt (half its answers)
         answer(b, "y", 20)
         answer(a, "z", 20)
         await exchange(pairs)
         assert [m.new.value for m in a.tick()] == ["cut"]
         assert [m.new.value for m in b.tick()] == ["cut"]  # b never saw x itself
-        assert b.tracker.tallies(clock())["x"].bad == 12
+        assert b.tracker.tallies(clock())["x"].bad == 6
         own_redis.kill()
         await exchange(pairs, times=1)  # both lose the others' tallies …
         assert b.tracker.tallies(clock()).get("x") is None
@@ -71,7 +72,8 @@ async def test_the_fleet_judges_every_replicas_answers_and_survives_losing_redis
         assert states(b)["x"] == "cut" and b.tick()[0].new.value == "healthy"  # … b alone
         assert [m.new.value for m in a.tick()] == ["ejected"]  # a still sees its evidence
         own_redis.start()
-        answer(a, "x", 12, bad=True)
+        answer(a, "x", 6)
+        answer(a, "x", 6, bad=True)
         await exchange(pairs, times=3)
         assert [m.new.value for m in b.tick()] == ["cut"]  # b converges with a again
-        assert b.tracker.tallies(clock())["x"].bad == 12
+        assert b.tracker.tallies(clock())["x"].bad == 6
