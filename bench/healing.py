@@ -29,11 +29,13 @@ while another process runs the signal collector alone against the fleet to measu
 
 Figures (times on the router's wall clock unless said otherwise):
 
-- ``time_to_demote_s``: from ``gpu-0`` going bad to its first demotion (cut);
+- ``time_to_demote_s``: from ``gpu-0`` going bad to its first demotion (cut, or ejected
+  at once when the evidence is overwhelming);
 - ``bad_answers_ratio_vs_breakers_only``: requests the router started on ``gpu-0`` after it
   went bad (each a bad answer, or one the fuse had to hand off), self-healing ÷
   breakers-only;
-- ``false_demotions``: demotions in the healthy replay;
+- ``false_demotions``: demotions (to cut, or from healthy straight to ejected) in the
+  healthy replay;
 - ``hot_gpu_share``: of the requests sent while ``gpu-1`` read above 78 °C (both polls of
   its DCGM page around the send), the share it was given;
 - ``slow_link_p95_ttft_ratio_vs_breakers_only``: the fleet's P95 TTFT (model seconds) over

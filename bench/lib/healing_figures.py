@@ -116,5 +116,11 @@ def failures(arm: Arm) -> float:
 
 
 def demotions(arm: Arm, *, but: str | None = None) -> int:
-    """Demotions (to cut) of any backend but ``but``."""
-    return sum(1 for _, b, state in arm.moves if state == "cut" and b != but)
+    """Demotions of any backend but ``but``: each move to cut, and each move to ejected
+    straight from healthy (overwhelming evidence skips the cut)."""
+    count, last = 0, {}
+    for _, b, state in arm.moves:
+        count += b != but and (state == "cut" or (state == "ejected"
+                                                  and last.get(b, "healthy") == "healthy"))
+        last[b] = state
+    return count

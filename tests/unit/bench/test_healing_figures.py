@@ -33,9 +33,11 @@ def arm(healing, late_s: float = 0.0):
 def test_bad_answers_and_time_to_demote_count_from_the_degradation(healing):
     a = arm(healing)
     assert healing.bad_answers(a) == 2  # gpu-0 gets t = 0, 4, 8, 12, 16; bad from t = 10
-    a.moves = [(a.start_at + 14.5, "gpu-0", "cut"), (a.start_at + 3.0, "gpu-3", "cut")]
+    a.moves = [(a.start_at + 14.5, "gpu-0", "cut"), (a.start_at + 3.0, "gpu-3", "cut"),
+               (a.start_at + 4.0, "gpu-3", "ejected"), (a.start_at + 40.0, "gpu-3", "probing"),
+               (a.start_at + 50.0, "gpu-3", "healthy"), (a.start_at + 60.0, "gpu-3", "ejected")]
     assert healing.time_to_demote(a) == pytest.approx(4.5)
-    assert healing.demotions(a, but="gpu-0") == 1
+    assert healing.demotions(a, but="gpu-0") == 2  # a cut; later, ejected straight away
 
 
 def test_a_late_load_start_moves_every_cue_earlier_on_its_clock(healing):
