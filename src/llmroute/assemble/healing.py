@@ -3,7 +3,9 @@
 ``Healing`` holds the answer windows (``fuse/quality.py``) and the ejector
 (``fuse/ejection.py``). The observer hands it every finished trace (``observe``: the
 trace's answers, good or bad, go into their backends' windows — after the answer was sent,
-one pass over the trace's steps), and every ``tick_s`` seconds ``tick`` runs the ejector
+one pass over the trace's steps); the relay tells it of each handoff as it happens
+(``melted``: the melted answer is counted at once, seconds before the continuation that
+replaced it ends, and left out when the trace comes), and every ``tick_s`` seconds ``tick`` runs the ejector
 over the windows' tallies — the fleet's, when the replicas share them (``state/load.py``
 with the ``quality`` key) — resets the window of each backend it ejects and turns each
 transition into an event (``observe/quality.py``: log line, counters, audit record). The
@@ -27,7 +29,7 @@ from llmroute.fuse.ejection import Ejector, Policy, Transition, load_tests
 from llmroute.fuse.quality import QualityTracker
 from llmroute.observe.quality import QualityEvents, answers_of
 from llmroute.observe.trace import Recorder, Trace
-from llmroute.types import QualityState, QualityView
+from llmroute.types import Answer, QualityState, QualityView
 
 
 def policy_of(cfg: QualityConfig) -> Policy:
@@ -48,12 +50,25 @@ class Healing:
         self.ejector = Ejector(policy_of(cfg), dict(pools))
         self._pool_of = {b: p for p, members in pools.items() for b in members}
         self.ticks = 0
+        self.melts_live = False  # True once the relay reports handoffs (``melted``)
 
     def observe(self, trace: Trace, rec: Recorder) -> None:
         """A finished request: its answers into their backends' windows (the observer's
-        ``on_finish`` hook; nothing when quality ejection is off)."""
+        ``on_finish`` hook; nothing when quality ejection is off) — but for the handed-off
+        ones when ``melted`` already counted them."""
+        if not self.cfg.enabled:
+            return
+        answers = answers_of(trace, rec.answer, self.clock(), self._pool_of)
+        if self.melts_live:
+            answers = [a for a in answers if a.bad != "handoff"]
+        self.tracker.record(answers)
+
+    def melted(self, backend_id: str, entropy: float | None) -> None:
+        """The relay handed a stream off from ``backend_id`` after it had streamed
+        (``Deps.melted``; ``entropy``: the leg's mean token entropy, nats, or None): one
+        bad answer of it, counted now."""
         if self.cfg.enabled:
-            self.tracker.record(answers_of(trace, rec.answer, self.clock(), self._pool_of))
+            self.tracker.record([Answer(backend_id, self.clock(), "handoff", entropy)])
 
     def views(self) -> Mapping[str, QualityView]:
         """The demoted backends' views (what ``RouterStats`` attaches to snapshots)."""

@@ -183,7 +183,7 @@ def _per_backends(config: Config, backends: dict[str, Backend], fixed: _Fixed
     stats = RouterStats.for_backends(list(backends), store.fresh, fixed.breaker.views,
                                      store.dark, hot=store.hot, quality=fixed.healing.views)
     send = _deps(config, backends, fixed.client, fixed.breaker, fixed.metrics,
-                 fixed.fuse_events, stats, shared.affinity)
+                 fixed.fuse_events, stats, shared.affinity, fixed.healing)
     collectors = CollectorRegistry()
     strategy = make_book(config, backends, send.wall_clock, collectors, fixed.handoffs)
     collectors.register(SignalCollector(stats.snapshot, backends, send.clock, store))
@@ -205,9 +205,11 @@ def pools_of(backends: dict[str, Backend]) -> dict[str, tuple[str, ...]]:
 
 def _deps(config: Config, backends: dict[str, Backend], client: BackendClient,
           breaker: CircuitBreaker, metrics: Metrics, fuse_events: FuseEventStore,
-          stats: RouterStats, affinity: Affinity) -> Deps:
+          stats: RouterStats, affinity: Affinity, healing: Healing) -> Deps:
+    healing.melts_live = True  # the relay reports each handoff as it happens
     return Deps(client, breaker, stats, affinity, metrics, fuse_events, config.retry,
-                config.fuse, pools_of(backends), time.monotonic, time.time, random.Random())
+                config.fuse, pools_of(backends), time.monotonic, time.time, random.Random(),
+                healing.melted)
 
 
 def launch_specs(config: Config) -> list[EngineSpec]:

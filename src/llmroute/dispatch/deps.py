@@ -30,7 +30,10 @@ class Deps:
     result fuse's settings (entropy trigger, prewarm, degradation tiers); ``pools`` maps a
     pool name to its backend ids in config order (a degraded pool's health is theirs);
     ``clock`` (monotonic s) times attempts, ``wall_clock`` (epoch s) stamps canned answers
-    and fuse events; ``rng`` jitters the back-off.
+    and fuse events; ``rng`` jitters the back-off; ``melted`` (None: nobody listens) is
+    told ``(backend_id, the leg's mean token entropy in nats or None)`` the moment the
+    relay hands a stream off from a backend that had streamed (a handoff or dead end):
+    quality ejection counts that bad answer then, not when the request ends.
     """
 
     client: BackendClient
@@ -45,3 +48,4 @@ class Deps:
     clock: Callable[[], float]
     wall_clock: Callable[[], float]
     rng: random.Random
+    melted: Callable[[str, float | None], None] | None = None

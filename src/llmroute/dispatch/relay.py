@@ -310,6 +310,8 @@ class Relay:
         if self._cause is None:
             self._cause = err
         leg.end(err, to_breaker=not overflow)
+        if self.deps.melted is not None and leg.attempt.ttft_s is not None:
+            self.deps.melted(old.id, leg.attempt.entropy)
         if overflow:
             self.budget.keep_larger_context(old.context_length)
         if not self._can_continue() or not can_continue(self.request.body,

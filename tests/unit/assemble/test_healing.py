@@ -54,6 +54,8 @@ def state(text: str, backend: str) -> float:
 async def test_a_backend_whose_answers_melt_is_demoted_and_probed_back(tmp_path):
     async with pool(tmp_path) as (rt, client, clock, bad):
         await send(client, 18)  # round robin: a third of them start on "bad", and melt
+        melted = rt.healing.tracker.tallies(clock())["bad"]
+        assert (melted.answers, melted.handoff) == (6, 6)  # each melt counted once, live
         with structlog.testing.capture_logs() as logs:
             moves = rt.healing.tick()
         # every answer of it melts: overwhelming evidence, ejected without a cut first
