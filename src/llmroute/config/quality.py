@@ -7,7 +7,9 @@ machine, the bounds; ``assemble/healing.py``: the loop that runs it)::
       window_max: 512          # … and at most this many of them
       tick_s: 1.0              # how often the loop evaluates (s)
       min_answers: 10          # never act on fewer answers, of the backend and of its pool
-      alpha: 1.0e-6            # per evaluation and test; false alarms ≤ 2·alpha each
+      alpha: 1.0e-6            # per evaluation and window test (≤ 2·alpha each); the
+                               # CUSUM fires at ln(1/alpha): ≤ N·alpha over N answers;
+                               # at alpha² the evidence is overwhelming (no cut: ejected)
       min_gap: 0.2             # bad fraction at least this far above the pool's …
       min_entropy_gap_nats: 0.5  # … or mean entropy at least this far above it
       cut_share: 0.25          # share of its requests a cut backend still gets
