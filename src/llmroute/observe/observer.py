@@ -14,7 +14,7 @@ import os
 import socket
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -22,10 +22,12 @@ from llmroute.config.observe import ObserveConfig
 from llmroute.observe.audit import AuditLog
 from llmroute.observe.logging import direct_lines
 from llmroute.observe.metrics import Metrics
-from llmroute.observe.otlp import OtlpExport, make_export
 from llmroute.observe.trace import (Recorder, Trace, TraceContext, parent_span_of, round_us,
                                     trace_id_of)
 from llmroute.observe.trace_store import TraceStore
+
+if TYPE_CHECKING:  # the OpenTelemetry SDK is imported only when an export is configured
+    from llmroute.observe.otlp import OtlpExport
 
 log = structlog.get_logger("llmroute.request")
 SUMMARY_KEYS = ("tenant", "key_id", "intent", "strategy", "pool", "backend", "cache",
@@ -223,5 +225,9 @@ def make_observer(config: ObserveConfig, metrics: Metrics,
                                                  metrics.audit_dropped, metrics.audit_failures)
     store = None if t.path is None else TraceStore(t, metrics.trace_store_dropped,
                                                    metrics.trace_store_failures)
-    otlp = None if config.otlp is None else make_export(config.otlp)
+    otlp = None
+    if config.otlp is not None:
+        from llmroute.observe.otlp import make_export
+
+        otlp = make_export(config.otlp)
     return Observer(config, metrics, audit, context, store, otlp)
