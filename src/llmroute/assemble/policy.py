@@ -16,9 +16,6 @@ from llmroute.config import Config
 from llmroute.errors import ConfigError
 from llmroute.policy.auth import Authenticator
 from llmroute.policy.gateway import Policy
-from llmroute.policy.jwks import Jwks, JwtMetrics
-from llmroute.policy.jwt import JwtAuthenticator
-from llmroute.policy.keystore_redis import open_key_store
 from llmroute.policy.limits import Limiter
 from llmroute.policy.load import fleet_headroom
 from llmroute.policy.priority import PriorityGate
@@ -26,9 +23,7 @@ from llmroute.policy.priority_metrics import PriorityMetrics
 from llmroute.state.guard import Guarded
 from llmroute.state.memory import MemoryStore
 from llmroute.state.protocol import StateStore
-from llmroute.state.redis import RedisStore
 from llmroute.state.responses import ResponseStore, SqliteResponses
-from llmroute.state.responses_redis import RedisResponses
 
 
 def build_policy(config: Config, clock: Callable[[], float] = time.monotonic,
@@ -49,12 +44,17 @@ def build_policy(config: Config, clock: Callable[[], float] = time.monotonic,
         raise ConfigError(f"{config.source}: auth.admin_key_env: auth is enabled but the "
                           f"environment variable {auth.admin_key_env} (the admin key) is "
                           "not set")
+    from llmroute.policy.keystore_redis import open_key_store  # redis-py: only with auth on
+
     keys = open_key_store(auth, config.state, config.limits.state_timeout_s)
     store = build_store(config, clock)
     if registry is not None and isinstance(store, Guarded):
         registry.register(store)
     jwt = None
-    if auth.jwt is not None:
+    if auth.jwt is not None:  # PyJWT and its cryptography: only with JWT callers
+        from llmroute.policy.jwks import Jwks, JwtMetrics
+        from llmroute.policy.jwt import JwtAuthenticator
+
         metrics = JwtMetrics(registry)
         jwt = JwtAuthenticator(auth.jwt, Jwks(auth.jwt, metrics, clock), keys, metrics,
                                auth.cache_ttl_s, clock, wall_clock)
@@ -70,6 +70,8 @@ def build_store(config: Config, clock: Callable[[], float] = time.monotonic) -> 
     state = config.state
     if state.kind == "memory" or state.url is None:
         return MemoryStore(clock)
+    from llmroute.state.redis import RedisStore  # redis-py: only with a shared state
+
     redis = RedisStore(state.url, config.limits.state_timeout_s, prefix=state.prefix,
                        pool_size=state.pool_size)
     return Guarded(redis, fail_closed=state.fail_closed, retry_s=state.retry_s, clock=clock)
@@ -81,6 +83,8 @@ def build_responses(config: Config) -> ResponseStore:
     ``responses.path``. No I/O: both open on first use."""
     r, state = config.responses, config.state
     if state.kind == "redis" and state.url is not None:
+        from llmroute.state.responses_redis import RedisResponses
+
         return RedisResponses(state.url, config.limits.state_timeout_s, r.ttl_s,
                               r.max_entries, prefix=state.prefix)
     return SqliteResponses(r.path, r.ttl_s, r.max_entries)

@@ -15,12 +15,16 @@ import hmac
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cachetools import TTLCache
 
 from llmroute.errors import AuthenticationFailed, PermissionDenied, StateUnavailable
 from llmroute.policy.keys import ApiKey, Tenant, digest, presented_key, well_formed
-from llmroute.policy.keystore_redis import AnyKeyStore
+
+if TYPE_CHECKING:  # redis-py is imported where a key store is opened, not here
+    from llmroute.policy.keystore_redis import AnyKeyStore
+
 
 @dataclass(frozen=True, slots=True)
 class Caller:

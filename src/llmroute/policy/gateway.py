@@ -12,15 +12,18 @@ import hashlib
 import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from llmroute.errors import AuthenticationFailed, PermissionDenied
 from llmroute.policy.auth import Authenticator, Caller
-from llmroute.policy.jwt import JwtAuthenticator, looks_like_jwt
-from llmroute.policy.keys import presented_key
-from llmroute.policy.keystore_redis import AnyKeyStore
+from llmroute.policy.keys import looks_like_jwt, presented_key
 from llmroute.policy.limits import Limiter, Ticket
 from llmroute.state.protocol import StateStore
 from llmroute.types import ChatRequest
+
+if TYPE_CHECKING:  # PyJWT and redis-py are imported only when configured
+    from llmroute.policy.jwt import JwtAuthenticator
+    from llmroute.policy.keystore_redis import AnyKeyStore
 
 MAX_ADMIN_KEY_CHARS = 512
 ADMIN = "admin"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmroute.errors import InvalidRequest
 from llmroute.policy.keys import (
@@ -14,7 +14,9 @@ from llmroute.policy.keys import (
     new_key_id,
     new_secret,
 )
-from llmroute.policy.keystore_redis import AnyKeyStore
+
+if TYPE_CHECKING:  # redis-py is imported where a key store is opened, not here
+    from llmroute.policy.keystore_redis import AnyKeyStore
 
 
 async def issue_key(store: AnyKeyStore, tenant: str, now: float, **fields: Any

@@ -50,12 +50,6 @@ _REFUSALS: tuple[tuple[type[Exception], str, str], ...] = (
 """PyJWT's errors → (refusal reason, message); the first that matches wins."""
 
 
-def looks_like_jwt(secret: str) -> bool:
-    """Whether a presented credential has a JWS compact form's shape (three base64url
-    parts, a JSON header: ``eyJ…``) rather than an API key's."""
-    return secret.startswith("eyJ") and secret.count(".") == 2
-
-
 class JwtAuthenticator:
     """Tokens verified against ``jwks`` as ``config`` says (module docstring); tenants and
     key records from ``keys``; ``wall_clock`` epoch seconds, ``clock`` monotonic seconds

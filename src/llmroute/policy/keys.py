@@ -110,6 +110,12 @@ def well_formed(secret: str) -> bool:
     return len(secret) <= MAX_KEY_CHARS and _SHAPE.fullmatch(secret) is not None
 
 
+def looks_like_jwt(secret: str) -> bool:
+    """Whether a presented credential has a JWS compact form's shape (three base64url
+    parts, a JSON header: ``eyJ…``) rather than an API key's."""
+    return secret.startswith("eyJ") and secret.count(".") == 2
+
+
 def presented_key(authorization: str | None, x_api_key: str | None) -> str | None:
     """The key a request presents: ``Authorization: Bearer <key>`` (scheme any case), else
     ``x-api-key``; None when neither is there. The value is not checked here."""
