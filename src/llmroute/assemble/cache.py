@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
 from llmroute.cache.answers import AnswerCache
 from llmroute.config import Config
 from llmroute.gate.protocol import Gate
-from llmroute.state.answers import FleetAnswers
+
+if TYPE_CHECKING:  # redis-py is imported only when the cache is shared
+    from llmroute.state.answers import FleetAnswers
 
 
 def build_cache(config: Config, gate: Gate, clock: Callable[[], float],
@@ -31,6 +33,10 @@ async def share_cache(stack: contextlib.AsyncExitStack, config: Config,
     state = config.state
     if cache is None or not cache.cfg.share or state.kind != "redis" or state.url is None:
         return None
+    import redis.asyncio as aioredis
+
+    from llmroute.state.answers import FleetAnswers
+
     bound = config.limits.state_timeout_s
     redis = aioredis.Redis.from_url(state.url, socket_connect_timeout=bound,
                                     socket_timeout=bound)

@@ -14,19 +14,18 @@ its own requests), its engine polls (``state/polls.py``) and its prefix index
 from __future__ import annotations
 
 import contextlib
+from typing import TYPE_CHECKING
 
 import aiohttp
-import redis.asyncio as aioredis
 
 from llmroute.anchor.store import SignalStore
 from llmroute.anchor.collector import Collector
-from llmroute.anchor.sources.kv_events import KvEventSubscriber
 from llmroute.assemble.anchor import make_collector
 from llmroute.assemble.watch import watch_strategies
 from llmroute.runtime import Runtime
-from llmroute.state.load import FleetLoad
-from llmroute.state.polls import SharedPolls
-from llmroute.state.prefix import FleetPrefix
+
+if TYPE_CHECKING:  # redis-py is imported only with a shared state (``_share``)
+    from llmroute.state.load import FleetLoad
 
 
 class Generations:
@@ -63,6 +62,12 @@ class Generations:
         state = rt.config.state
         if state.kind != "redis" or state.url is None:
             return
+        import redis.asyncio as aioredis
+
+        from llmroute.state.load import FleetLoad
+        from llmroute.state.polls import SharedPolls
+        from llmroute.state.prefix import FleetPrefix
+
         bound = rt.config.limits.state_timeout_s
         redis = aioredis.Redis.from_url(state.url, socket_connect_timeout=bound,
                                         socket_timeout=bound)
@@ -94,6 +99,8 @@ class Generations:
         endpoints = {b.id: b.kv_events for b in rt.config.backends if b.kv_events}
         if events is None or not endpoints:
             return
+        from llmroute.anchor.sources.kv_events import KvEventSubscriber  # pyzmq: only then
+
         events.track(endpoints)
         await stack.enter_async_context(KvEventSubscriber(endpoints, events).run())
 

@@ -19,7 +19,6 @@ from typing import Any
 
 import aiohttp
 import orjson
-import redis.asyncio as aioredis
 import structlog
 from prometheus_client import CollectorRegistry
 
@@ -60,8 +59,6 @@ from llmroute.observe.trace import TraceContext
 from llmroute.observe.signals import SignalCollector
 from llmroute.runtime import Runtime
 from llmroute.strategy.handoffs import HandoffStore
-from llmroute.state.breakers import FleetBreakers
-from llmroute.state.load import FleetLoad, add_tallies
 from llmroute.types import Backend, Price
 
 Progress = Callable[[float, str], None]
@@ -270,6 +267,8 @@ async def _share_breakers(stack: contextlib.AsyncExitStack, rt: Runtime) -> None
     if store is None:
         store = build_store(rt.config, rt.clock)
         stack.push_async_callback(store.close)
+    from llmroute.state.breakers import FleetBreakers  # redis-py: only with a shared state
+
     fleet = FleetBreakers(rt.breaker, state.url, store, rt.clock, prefix=state.prefix)
     await stack.enter_async_context(fleet.run())
 
@@ -283,6 +282,10 @@ async def _heal(stack: contextlib.AsyncExitStack, rt: Runtime) -> None:
         return
     if state.kind == "redis" and state.url is not None and healing.cfg.share_fleet:
         bound = rt.config.limits.state_timeout_s
+        import redis.asyncio as aioredis
+
+        from llmroute.state.load import FleetLoad, add_tallies
+
         redis = aioredis.Redis.from_url(state.url, socket_connect_timeout=bound,
                                         socket_timeout=bound)
         stack.push_async_callback(redis.aclose)
