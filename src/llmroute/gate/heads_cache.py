@@ -21,6 +21,7 @@ logged, the fitted heads are used). The ``KEEP`` most recently used files are ke
 from __future__ import annotations
 
 import hashlib
+import io
 import importlib.metadata
 import importlib.util
 import json
@@ -117,24 +118,35 @@ def write_heads(path: Path, fast: NgramHead, embed: EmbeddingHead | None) -> Non
     arrays = {f"fast.{k}": v for k, v in fast.state().items()}
     if embed is not None:
         arrays |= {f"embed.{k}": v for k, v in embed.state().items()}
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    if replace_atomically(path, buffer.getvalue()):
+        prune(path.parent)
+
+
+def replace_atomically(path: Path, data: bytes) -> bool:
+    """Write ``data`` to ``path`` through a temporary file in the same folder renamed into
+    place, so a reader sees a whole file or none. Best effort: False (logged) when it
+    cannot be written, never raises."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=path.stem + ".", suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as f:
-                np.savez(f, **arrays)
+                f.write(data)
             os.replace(tmp, path)
         finally:
             Path(tmp).unlink(missing_ok=True)
-        prune(path.parent)
     except OSError as err:
-        _log.warning("gate heads cache not written", path=str(path), error=repr(err))
+        _log.warning("gate cache file not written", path=str(path), error=repr(err))
+        return False
+    return True
 
 
-def prune(folder: Path, keep: int | None = None) -> None:
-    """Delete all but the ``keep`` (default ``KEEP``) most recently used ``heads-*.npz``
-    files in ``folder``."""
-    files = sorted(folder.glob("heads-*.npz"), key=_mtime, reverse=True)
+def prune(folder: Path, keep: int | None = None, pattern: str = "heads-*.npz") -> None:
+    """Delete all but the ``keep`` (default ``KEEP``) most recently used files matching
+    ``pattern`` in ``folder``."""
+    files = sorted(folder.glob(pattern), key=_mtime, reverse=True)
     for stale in files[KEEP if keep is None else keep:]:
         stale.unlink(missing_ok=True)
 

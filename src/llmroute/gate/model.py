@@ -24,6 +24,7 @@ from llmroute.gate.export import cache_root
 from llmroute.gate.head import EmbeddingHead, NgramHead
 from llmroute.gate.heads_cache import heads_key, heads_path, read_heads, write_heads
 from llmroute.gate.probs import softmax
+from llmroute.gate.texts_cache import compressed
 from llmroute.gate.win import Halves
 
 EMBED_BATCH = 64
@@ -63,9 +64,19 @@ class GateModel:
         return self.embed.proba([embedding])[0]
 
 
-def fit_texts(examples: Sequence[tuple[str, str]]) -> list[str]:
-    """What the heads read of each example: the compressed latest turn."""
-    return [compress_text(text).latest for text, _ in examples]
+def fit_texts(examples: Sequence[tuple[str, str]], cache_dir: Path | None = None
+              ) -> list[str]:
+    """What the heads read of each example: the compressed latest turn. With ``cache_dir``
+    the list is read from / stored in it (``texts_cache``: keyed by the texts and the
+    compression code)."""
+    texts = [text for text, _ in examples]
+    if cache_dir is not None:
+        return compressed(texts, cache_dir, _latest)
+    return [_latest(text) for text in texts]
+
+
+def _latest(text: str) -> str:
+    return compress_text(text).latest
 
 
 def build_model(examples: Sequence[tuple[str, str]], encoder_folder: Path | None = None,
@@ -74,7 +85,7 @@ def build_model(examples: Sequence[tuple[str, str]], encoder_folder: Path | None
     too. With ``cache_dir`` the fitted heads are read from / written to it
     (``heads_cache``: keyed by the texts, labels, encoder and code version). Raises
     ConfigError (fewer than two intents) or GateModelError (encoder files)."""
-    texts, labels = fit_texts(examples), [intent for _, intent in examples]
+    texts, labels = fit_texts(examples, cache_dir), [intent for _, intent in examples]
     encoder = None if encoder_folder is None else load_encoder(encoder_folder, threads)
     path = None if cache_dir is None else heads_path(
         cache_dir, heads_key(texts, labels, encoder_id(encoder_folder, encoder)))

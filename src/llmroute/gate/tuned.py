@@ -117,6 +117,7 @@ def model_key(rows: Sequence[Row], recipe: object) -> str:
     """The key (hex) of a model fine-tuned on ``rows`` with ``recipe`` (module docstring)."""
     from llmroute.gate.e5base import base_path
     from llmroute.gate.encoder import HEAD_TOKENS, MAX_TOKENS, PREFIX
+    from llmroute.gate.heads_cache import heads_dir
     from llmroute.gate.model import fit_texts
 
     h = hashlib.blake2b(digest_size=16)
@@ -124,7 +125,7 @@ def model_key(rows: Sequence[Row], recipe: object) -> str:
     size = base.stat().st_size if base.is_file() else 0
     h.update(json.dumps([FORMAT, code_version(), vars(recipe), size, PREFIX, MAX_TOKENS,
                          HEAD_TOKENS]).encode())
-    read = fit_texts([(text, intent) for _, text, intent in rows])
+    read = fit_texts([(text, intent) for _, text, intent in rows], heads_dir())
     for text, (_, _, intent) in zip(read, rows, strict=True):
         h.update(json.dumps([text, intent], ensure_ascii=False).encode())
     return h.hexdigest()
