@@ -23,6 +23,7 @@ from tokenizers import Tokenizer
 
 from llmroute.errors import GateModelError
 from llmroute.gate.export import FP32, INT8, TOKENIZER
+from llmroute.gate.ort_cache import open_session
 
 TUNED_TOKENIZER = "tokenizer.json.gz"
 MAX_TOKENS = 64
@@ -60,17 +61,9 @@ class OnnxEncoder:
 
     def __init__(self, folder: Path, *, int8: bool = True, max_tokens: int = MAX_TOKENS,
                  threads: int = 1) -> None:
-        import onnxruntime as ort
-
         try:
             self._tok = self._tokenizer(folder)
-            opts = ort.SessionOptions()
-            opts.intra_op_num_threads = threads
-            opts.inter_op_num_threads = 1
-            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            path = folder / (INT8 if int8 else FP32)
-            self._session = ort.InferenceSession(str(path), opts,
-                                                 providers=["CPUExecutionProvider"])
+            self._session = open_session(folder / (INT8 if int8 else FP32), threads)
         except Exception as err:  # onnxruntime raises its own, unexported error types
             raise GateModelError(f"gate: cannot load the encoder from {folder}: {err}") from err
         self._tok.enable_truncation(max_length=max_tokens)
