@@ -1,9 +1,16 @@
-"""Fixtures shared by every test folder: a real Redis server (``fakes/redis.py``)."""
+"""Fixtures shared by every test folder: a real Redis server (``fakes/redis.py``); and
+Hypothesis without its per-example deadline — a wall-clock limit is a timed assertion, which
+the tests do not make (speed is the benchmarks'), and a loaded machine stretches one example
+past the default 200 ms."""
 
 from __future__ import annotations
 
 import pytest
 from fakes.redis import MISSING, RedisServer, find_redis_server
+from hypothesis import settings
+
+settings.register_profile("llmroute", deadline=None)
+settings.load_profile("llmroute")
 
 
 @pytest.fixture(scope="session")
