@@ -82,7 +82,12 @@ class Authenticator:
         if not well_formed(secret):
             raise AuthenticationFailed("Incorrect API key provided (malformed).")
         wanted = digest(secret)
-        found = await self._lookup(wanted)
+        pending = self._lookup(wanted)
+        try:  # a lookup already done is read without a coroutine to wait on
+            found = pending.result() if pending.done() else await asyncio.shield(pending)
+        except Exception:
+            self._cache.pop(wanted, None)  # a failed lookup is not cached
+            raise
         if found is None or not hmac.compare_digest(found[1], wanted):
             raise AuthenticationFailed("Incorrect API key provided.")
         caller = found[0]
@@ -99,20 +104,13 @@ class Authenticator:
         else:
             self._cache.pop(key_digest, None)
 
-    async def _lookup(self, key_digest: str) -> _Found:
-        """The cached lookup of ``key_digest`` (started now when not cached, or expired);
-        a lookup already done is read without waiting on it."""
+    def _lookup(self, key_digest: str) -> asyncio.Future[_Found]:
+        """The cached lookup of ``key_digest`` (started now when not cached, or expired)."""
         try:
-            pending = self._cache[key_digest]
+            return self._cache[key_digest]
         except KeyError:
             pending = self._cache[key_digest] = asyncio.ensure_future(self._load(key_digest))
-        try:
-            if pending.done():
-                return pending.result()
-            return await asyncio.shield(pending)
-        except Exception:
-            self._cache.pop(key_digest, None)  # a failed lookup is not cached
-            raise
+            return pending
 
     async def _load(self, key_digest: str) -> _Found:
         try:

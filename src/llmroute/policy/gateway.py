@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -48,23 +48,25 @@ class Policy:
     metrics_open: bool = False
     jwt: JwtAuthenticator | None = None
 
-    async def authenticate(self, headers: Mapping[str, str]) -> Caller:
+    def authenticate(self, headers: Mapping[str, str]) -> Awaitable[Caller]:
         """The caller presenting a key in ``headers`` (``x-api-key`` is read only without
-        an ``authorization``), or, with ``jwt``, a JWT there. Raises AuthenticationFailed
-        (401)."""
+        an ``authorization``), or, with ``jwt``, a JWT there, to await: the key's or the
+        JWT's authenticator itself, no coroutine of its own between (one per request).
+        Awaiting it raises AuthenticationFailed (401)."""
         authorization = headers.get("authorization")
         x_api_key = None if authorization else headers.get("x-api-key")
         if self.jwt is not None:
             secret = presented_key(authorization, x_api_key)
             if secret is not None and looks_like_jwt(secret):
-                return await self.jwt.authenticate(secret)
-        return await self.auth.authenticate(authorization, x_api_key)
+                return self.jwt.authenticate(secret)
+        return self.auth.authenticate(authorization, x_api_key)
 
-    async def admit(self, caller: Caller, request: ChatRequest) -> Ticket:
-        """Admit ``request`` for ``caller``. Raises PermissionDenied (403: the key may not
-        use the model) or RateLimited (429)."""
+    def admit(self, caller: Caller, request: ChatRequest) -> Awaitable[Ticket]:
+        """Admit ``request`` for ``caller``: the limiter's admission to await (no coroutine
+        of its own between). Raises PermissionDenied (403: the key may not use the model)
+        at once; awaiting it raises RateLimited (429)."""
         caller.check_model(request.model)
-        return await self.limiter.admit(caller, request)
+        return self.limiter.admit(caller, request)
 
     async def require_operator(self, headers: Mapping[str, str]) -> str:
         """Who presents the admin key (``ADMIN``) or a usable key with the ``operator``
