@@ -102,12 +102,12 @@ class Affinity:
         prefill it is sent: ``tokens`` (≥ 1) less what the backend is expected to have
         cached, when pricing is on (else ``tokens``). The tokens the index expected count
         towards the backend's trust."""
-        expected = self._expected(request, backend_id, None) if self.pricing else 0.0
         keys = self.keys(request)
+        depth = self.index.matched(keys)  # once, for the price and the trust both
+        expected = self._expected(request, backend_id, depth) if self.pricing else 0.0
         if keys:
-            depth = self.index.matched(keys).get(backend_id, 0)
             trust = self._trust.setdefault(backend_id, _Trust())
-            trust.predicted += depth * self.index.block_tokens
+            trust.predicted += depth.get(backend_id, 0) * self.index.block_tokens
             self.index.record(keys, backend_id)
             if self._outbox is not None and len(self._outbox) < MEMO * 16:
                 self._outbox.append((backend_id, keys))
