@@ -80,7 +80,7 @@ class Observer:
         self.config_sha256: str | None = None
         self.on_finish: list[Callable[[Trace, Recorder], None]] = []
         self._series: dict[tuple[str, ...], Any] = {}  # labelled children, looked up once
-        self._costs: dict[tuple[str, str, str], Any] = {}
+        self._children: dict[tuple[Any, ...], Any] = {}  # (metric, *labels) → its child
 
     def recorder(self, request_id: str, headers: Mapping[str, str]) -> Recorder:
         """A recorder for a request arriving now, made the current one for its engine
@@ -144,9 +144,9 @@ class Observer:
             if step.name in DECISION_STEPS:
                 decision += step.duration_ms
             if step.name == "gate":
-                m.gate.labels(step.fields["source"]).observe(step.duration_ms / 1000)
+                self._child(m.gate, step.fields["source"]).observe(step.duration_ms / 1000)
             elif step.name == "attempt" and stream and step.fields["ttft_ms"] is not None:
-                m.legs.labels(step.fields["backend"]).inc()
+                self._child(m.legs, step.fields["backend"]).inc()
                 _bump(m.melt.legs, step.fields["backend"])
             elif step.name == "handoff":
                 _bump(m.melt.handoffs, step.fields["backend"])
@@ -162,14 +162,18 @@ class Observer:
                 tpot.observe(max(trace.duration_ms - first, 0.0) / 1000 / (out - 1))
 
     def _spend(self, by_pool: dict[str, float], tenant: str, key: str) -> None:
-        """``llmroute_cost_total{pool, tenant, key}`` += each pool's spend (its labelled
-        child looked up once per label set, as ``_labelled`` does)."""
+        """``llmroute_cost_total{pool, tenant, key}`` += each pool's spend."""
         for pool, cost in by_pool.items():
-            labels = (pool, tenant, key)
-            child = self._costs.get(labels)
-            if child is None:
-                child = self._costs[labels] = self.metrics.cost.labels(*labels)
-            child.inc(cost)
+            self._child(self.metrics.cost, pool, tenant, key).inc(cost)
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """``metric.labels(*labels)``, looked up once per metric and label set, as
+        ``_labelled`` does (``labels()`` takes a lock and builds a tuple per call)."""
+        key = (metric, *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     def _labelled(self, key: tuple[str, ...]) -> tuple[Any, ...]:
         """The request's labelled series for ``key`` (pool, backend, intent, strategy,
