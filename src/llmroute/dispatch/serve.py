@@ -11,7 +11,7 @@ is sent the prompt (``failover.pending_prefill``, ``anchor/prefix.py``).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any, NamedTuple
 
 from llmroute.backends.engines import capabilities_of, engine_kind
@@ -68,16 +68,17 @@ async def send(deps: Deps, request: ChatRequest, plan: RoutePlan, budget: Budget
     if "n" in body:
         budget.queue = choice_capable(request, budget.queue)
 
-    async def call(backend: Backend) -> dict[str, Any]:
-        """Bounded by the backend's TTFT once the collector sees its engine frozen
-        (``watchdog.py``); a backend whose engine kind has no metrics endpoint is never
-        polled, so never dark: its calls run without the watchdog's timer."""
+    def call(backend: Backend) -> Awaitable[dict[str, Any]]:
+        """The engine call to await (no coroutine of its own around it), bounded by the
+        backend's TTFT once the collector sees its engine frozen (``watchdog.py``); a
+        backend whose engine kind has no metrics endpoint is never polled, so never dark:
+        its calls run without the watchdog's timer."""
         answer = deps.client.complete(backend, request.endpoint, request.body,
                                       request.request_id)
         if engine_kind(backend.engine).metrics is None:
-            return await answer
-        return await bounded(answer, backend.id, deps.client.ttft_s(backend),
-                             deps.stats.dark, deps.clock)
+            return answer
+        return bounded(answer, backend.id, deps.client.ttft_s(backend),
+                       deps.stats.dark, deps.clock)
 
     attempt, answer = await with_failover(deps, plan, budget, call, request.prompt_tokens,
                                           pending_prefill(deps, request), request.body)
