@@ -125,7 +125,10 @@ class Limiter:
         limits change (the same Limits objects: no comparison of their fields)."""
         key, tenant = caller.key, caller.tenant
         ids = (key.id, tenant.id)
-        plan = self._plans.get(ids)
+        try:  # cachetools' get() is a __contains__ and a __getitem__: two calls more
+            plan = self._plans[ids]
+        except KeyError:
+            plan = None
         if plan is None or not plan.made_for(key.limits, tenant.limits):
             plan = self._plans[ids] = _build_plan(caller, self._config.lease_ttl_s)
         return plan
