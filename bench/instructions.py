@@ -148,7 +148,7 @@ def command(name: str, work: Path, upstream: str) -> tuple[list[str], str]:
     if name == "passthrough":
         return [*stretched, str(LIB / "passthrough.py"), "{port}", upstream], MASTER_KEY
     if name == "llmroute-policies":
-        config, key = policies.setup(configs, upstream)
+        config, key = policies.setup(configs, upstream, key_cache_ttl_s=5.0 * STRETCH)
         return [*serve, str(config), "--log-level", "warning"], key
     observed = name == "llmroute-observed"
     config = router_config(configs, upstream, False, observed=observed, data=work)

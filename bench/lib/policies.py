@@ -58,7 +58,7 @@ async def make_key(keys_path: Path) -> str:
     return secret
 
 
-def config_text(work: Path, upstream: str) -> str:
+def config_text(work: Path, upstream: str, key_cache_ttl_s: float = 5.0) -> str:
     """The router's YAML config over ``upstream``: gate off, auth on (keys in
     ``work/policies-keys.sqlite3``), the word list ``work/policies-words.txt`` filtering
     input and output (``block``)."""
@@ -69,7 +69,8 @@ backends:
      context_length: 32768}}
 routing: {{default_pool: bench}}
 gate: {{kind: off}}
-auth: {{enabled: true, keys_path: "{work / 'policies-keys.sqlite3'}", admin_key_env: {ADMIN_ENV}}}
+auth: {{enabled: true, keys_path: "{work / 'policies-keys.sqlite3'}", admin_key_env: {ADMIN_ENV},
+       cache_ttl_s: {key_cache_ttl_s}}}
 content_filter:
   watch: false
   lists: [{{name: bench, path: "{work / 'policies-words.txt'}", action: block,
@@ -77,11 +78,12 @@ content_filter:
 """
 
 
-def setup(work: Path, upstream: str) -> tuple[Path, str]:
-    """Write the word list, the key store and the config into ``work``; returns the
+def setup(work: Path, upstream: str, key_cache_ttl_s: float = 5.0) -> tuple[Path, str]:
+    """Write the word list, the key store and the config into ``work`` (keys cached for
+    ``key_cache_ttl_s``, the default's 5 s unless a slowed server stretches it); returns the
     config's path and the key. Raises OSError when ``work`` is not writable."""
     (work / "policies-words.txt").write_text("\n".join(words()) + "\n")
     secret = asyncio.run(make_key(work / "policies-keys.sqlite3"))
     path = work / "llmroute-policies.yaml"
-    path.write_text(config_text(work, upstream))
+    path.write_text(config_text(work, upstream, key_cache_ttl_s))
     return path, secret

@@ -19,7 +19,11 @@ each request 30-300 times as often as it does natively, and change with the mach
   held up to ``FLUSH_S`` (100 ms; ``observe/logging.py``);
 - the file watchers' thread (``assemble/watch.py``), which wakes every ``STEP_MS`` (50 ms)
   and takes the GIL from a main thread that, under callgrind, is always busy, and hands
-  back to the loop every ``TIMEOUT_MS`` (5 s).
+  back to the loop every ``TIMEOUT_MS`` (5 s);
+- the limiter's quota periods, read against the clock every ``PERIODS_EVERY_S`` (1 s;
+  ``policy/limits.py``), and the key cache's ``auth.cache_ttl_s`` (5 s; a config value:
+  ``bench/instructions.py`` writes it stretched into the policies path's config) — at
+  0.1-0.4 s a request, a key store read every 12-50 requests, as the load went.
 
 Stretched by the slowdown, each runs as it does at native speed. Nothing else changes: the
 same code serves the same requests. uvicorn's tick is stretched through the ``sleep`` its
@@ -39,7 +43,8 @@ import uvicorn.server
 
 LLMROUTE = (("llmroute.api.exchange", "WATCH_AFTER_S", 1),
             ("llmroute.observe.writer", "LINGER_S", 1), ("llmroute.observe.logging", "FLUSH_S", 1),
-            ("llmroute.assemble.watch", "STEP_MS", 10), ("llmroute.assemble.watch", "TIMEOUT_MS", 10))
+            ("llmroute.assemble.watch", "STEP_MS", 10), ("llmroute.assemble.watch", "TIMEOUT_MS", 10),
+            ("llmroute.policy.limits", "PERIODS_EVERY_S", 1))
 """llmroute's thresholds (module, name, how many times ``FACTOR`` they are stretched: the
 file watchers' ten times more, as nothing a benchmark does changes a watched file); one
 that does not exist (an older or newer tree) is named on stderr and left out."""

@@ -48,6 +48,9 @@ used goes."""
 _WHAT = {"rpm": "requests per minute", "tpm": "tokens per minute",
          "daily_tokens": "daily token quota", "monthly_tokens": "monthly token quota",
          "daily_cost": "daily cost budget", "monthly_cost": "monthly cost budget"}
+PERIODS_EVERY_S = 1.0
+"""How long (s) a plan's quota counters, once named for the UTC day and month, are kept
+before the clock is read against the periods again (``Limiter._limits_now``)."""
 COST_HOLD = 1e-9
 """Currency units a cost budget is charged at admission, so a budget whose spend has
 reached it refuses (a counter refuses when spend + charge passes its limit); ``settle``
@@ -144,7 +147,7 @@ class Limiter:
 
     def _limits_now(self, plan: _Plan) -> tuple[Bucket | Counter, ...]:
         """``plan.limits`` with each quota's Counter named by the UTC day or month now and
-        lasting to its end (at least 1 s). Worked out at most once a second per plan (kept
+        lasting to its end (at least 1 s). Worked out at most once per ``PERIODS_EVERY_S`` per plan (kept
         in ``plan.now``, and again as a period ends): a counter first charged within that
         second may outlive its period by under a second, unread, as the next period's
         counter has another name."""
@@ -154,7 +157,7 @@ class Limiter:
             return limits
         when = self._periods.at(now)
         out: list[Bucket | Counter] = []
-        until = now + 1.0
+        until = now + PERIODS_EVERY_S
         for limit in plan.limits:
             if type(limit) is _Quota:
                 stamp, end = when[limit.period]
