@@ -18,7 +18,8 @@ the load generator and the upstream run natively and are never counted. A reques
 callgrind takes 30-300 ms (with the machine's load) where it takes under 1 ms natively, so
 every server starts with its clock-driven work stretched ``STRETCH`` times
 (``bench/lib/stretched.py``: uvicorn's 0.1 s tick; llmroute's disconnect watcher, audit
-batching, log-line hold and file watchers): what depends on
+batching, log-line hold, file watchers and the limiter's quota periods; the policies path's
+key cache TTL, a config value, is written stretched into its config): what depends on
 elapsed time then runs as it does at native speed, whatever the load. (Without it the
 counts rose 2-4 % from an idle machine to a load average of 13, and the idle window's rate
 did not predict the timers' share.)
