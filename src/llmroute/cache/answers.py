@@ -18,7 +18,9 @@ answer, purge; and what the replicas exchange (docs/cache.md).
    intent differs (``intent``: the stored prompt's label is neither the asked prompt's
    nor a runner-up the gate gives at least ``CLOSE_INTENT``), when the prompts' numbers, entities, code identifiers or
    quoted strings differ (``numbers`` … ``quotes``: ``cache/anchors.py``; with the
-   verifier on, numbers as multisets and names by presence, the order left to it), or when
+   verifier on, numbers as multisets and names by presence, the order left to it), when
+   one negates or takes the other side of an opposite pair (``polarity``:
+   ``cache/polarity.py``: safe/unsafe, not, left/right, 不, 南/北 …), or when
    the order verifier refuses (``order``: shared words moved otherwise than as one block;
    ``wording``: too many words differ; ``cache/verify.py``). The first that passes is a ``hit-semantic``; when
    none does, the miss's reason is the nearest one's refusal.
@@ -46,6 +48,7 @@ from llmroute.cache.collect import unstorable
 from llmroute.cache.entry import BadEntry, Entry, decode, encode
 from llmroute.cache.keys import Keys, keys
 from llmroute.cache.metrics import CacheMetrics
+from llmroute.cache.polarity import flipped
 from llmroute.cache.store import Entries
 from llmroute.cache.verify import compare, words
 from llmroute.config.cache import CacheConfig
@@ -193,6 +196,8 @@ class AnswerCache:
         kind = differs(entry.anchors, asked, (entry.query, query) if cfg.verify else None)
         if kind is not None:
             return kind
+        if flipped(entry.query, query):
+            return "polarity"
         if not cfg.verify:
             return None
         verdict = compare(words(entry.query), asked_words)
