@@ -118,7 +118,8 @@ async def test_the_health_row_shows_a_dark_a_hot_and_a_demoted_backend(tmp_path)
     errors: list[str] = []
     async with observed_router() as (rt, url), browser_page(errors) as page:
         now = rt.clock()
-        rt.healing.tracker.record([Answer("cutter", now, "handoff")] * 30
+        rt.healing.tracker.record([Answer("cutter", now, "handoff"),  # half melt: a cut
+                                   Answer("cutter", now, None, 1.2)] * 15
                                   + [Answer("steady", now, None, 1.2)] * 30)
         assert [m.new.value for m in rt.healing.tick()] == ["cut"]
         rt.signals.record_ok("steady", EngineSignals(now, "dcgm", gpu_temp_c=84.0), now)
