@@ -4,13 +4,10 @@ question's polarity passes."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
+from fakes.cache_pairs import ask, stored
 
-from llmroute.cache.answers import AnswerCache, Scope
 from llmroute.cache.polarity import flipped
-from llmroute.config.cache import CacheConfig
-from llmroute.types import ChatRequest, Intent
 
 OPPOSITE = [
     ("Is it safe to mix bleach and ammonia when cleaning?",
@@ -50,22 +47,8 @@ def test_a_paraphrase_that_keeps_the_polarity_is_not(stored, asked):
 
 
 async def test_through_the_cache_the_opposite_question_is_a_polarity_miss():
-    async def no_embed(_: ChatRequest) -> None:
-        return None
-    cache = AnswerCache(CacheConfig(enabled=True), no_embed, lambda: 1000.0)
-    scope, vector = Scope("t", "", "r"), np.full(4, 0.5, dtype=np.float32)
-    answer = {"object": "chat.completion", "model": "m", "choices": [{
-        "index": 0, "message": {"role": "assistant", "content": "No."},
-        "finish_reason": "stop"}]}
-
-    def req(text: str) -> ChatRequest:
-        body = {"model": "m", "messages": [{"role": "user", "content": text}]}
-        return ChatRequest("chat", body, "m", False, text, 12, None, "r")
-    intent = Intent("open_qa", 0.9, embedding=vector)
     first = "Is it safe to mix bleach and ammonia when cleaning the bathroom?"
-    found = await cache.lookup(req(first), intent, scope, {})
-    cache.store(found, req(first), intent, scope, answer)
-    flip = await cache.lookup(req(first.replace("safe", "unsafe")), intent, scope, {})
+    cache = await stored(first)
+    flip = await ask(cache, first.replace("safe", "unsafe"))
     assert (flip.result, flip.reason) == ("miss", "polarity")
-    same = await cache.lookup(req(first.replace("Is it", "Is it really")), intent, scope, {})
-    assert same.result == "hit-semantic"
+    assert (await ask(cache, first.replace("Is it", "Is it really"))).result == "hit-semantic"

@@ -4,14 +4,11 @@ refused, a clause or name moved as a whole is accepted, and a word that jumps al
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
+from fakes.cache_pairs import ask, stored
 
 from llmroute.cache.anchors import Anchors, differs, han_value
-from llmroute.cache.answers import AnswerCache, Scope
 from llmroute.cache.verify import Verdict, compare, placed, words
-from llmroute.config.cache import CacheConfig
-from llmroute.types import ChatRequest, Intent
 
 SWAPS = [
     ("Holly was influenced by Elton John.", "Elton John was influenced by Holly."),
@@ -96,20 +93,7 @@ def test_chinese_numerals_are_read_as_their_value():
 
 
 async def test_through_the_cache_a_reorder_is_served_and_a_swap_is_not():
-    async def no_embed(_: ChatRequest) -> None:
-        return None
-    cache = AnswerCache(CacheConfig(enabled=True), no_embed, lambda: 1000.0)
-    scope, vector = Scope("t", "", "r"), np.full(4, 0.5, dtype=np.float32)
-    answer = {"object": "chat.completion", "model": "m", "choices": [{
-        "index": 0, "message": {"role": "assistant", "content": "x"}, "finish_reason": "stop"}]}
-
-    def req(text: str) -> ChatRequest:
-        body = {"model": "m", "messages": [{"role": "user", "content": text}]}
-        return ChatRequest("chat", body, "m", False, text, 9, None, "r")
-    intent = Intent("open_qa", 0.9, embedding=vector)
-    first = "In 1990, why did Alice sue Bob in Paris?"
-    found = await cache.lookup(req(first), intent, scope, {})
-    cache.store(found, req(first), intent, scope, answer)
+    cache = await stored("In 1990, why did Alice sue Bob in Paris?")
     for asked, expected in (("Why did Alice sue Bob in Paris in 1990?", "hit-semantic"),
                             ("In 1990, why did Bob sue Alice in Paris?", "miss")):
-        assert (await cache.lookup(req(asked), intent, scope, {})).result == expected
+        assert (await ask(cache, asked)).result == expected
