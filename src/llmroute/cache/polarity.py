@@ -61,10 +61,12 @@ PREFIXES = ("un", "in", "im", "il", "ir", "dis", "non")
 _LATIN = re.compile(r"[a-z]+(?:['’][a-z]+)?")
 
 
-def markers(text: str) -> Counter[str]:
-    """How often each polarity marker occurs in ``text`` (module docstring)."""
+def read(text: str) -> tuple[Counter[str], set[str]]:
+    """``text``'s polarity markers with how often each occurs (module docstring), and its
+    lower-cased Latin words (for the prefix rule); the text is tokenised once."""
+    tokens = _LATIN.findall(text.lower())
     found: Counter[str] = Counter()
-    for token in _LATIN.findall(text.lower()):
+    for token in tokens:
         word = token.replace("'", "").replace("’", "")
         if word in NEGATORS or word != token and word.endswith("nt"):
             found[NEGATION] += 1
@@ -74,14 +76,14 @@ def markers(text: str) -> Counter[str]:
         n = text.count(m)
         if n:
             found[m] = n
-    return found
+    return found, set(tokens)
 
 
 def flipped(stored: str, asked: str) -> bool:
     """Whether ``asked`` may ask the opposite of ``stored`` (module docstring)."""
-    if markers(stored) != markers(asked):
+    (marks_a, a), (marks_b, b) = read(stored), read(asked)
+    if marks_a != marks_b:
         return True
-    a, b = set(_LATIN.findall(stored.lower())), set(_LATIN.findall(asked.lower()))
     only_a, only_b = a - b, b - a
     return any(p + w in only_b for w in only_a for p in PREFIXES) or \
         any(p + w in only_a for w in only_b for p in PREFIXES)
