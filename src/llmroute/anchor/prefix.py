@@ -95,6 +95,36 @@ class Affinity:
         decision; callers must not mutate it."""
         return memo_column(ctx, CACHED, candidates, self._column)
 
+    def holders(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[str]:
+        """Ids of the backends expected to hold some of ``ctx.request``'s prompt (cached
+        tokens > 0), the longest first (equal depths in no fixed order). Without live KV events
+        only the backends the router-side index matches are looked at — a few, not the pool,
+        so the sample filter's price stays flat in the pool's size — and an id may name a
+        backend outside ``candidates``; with them, every candidate's column
+        (``cached_tokens``)."""
+        if self.events is not None:
+            cached = self.cached_tokens(ctx, candidates)
+            held = [(c, b.id) for b, c in zip(candidates, cached) if c > 0]
+        else:
+            held = self._matched(ctx)
+        held.sort(key=_tokens, reverse=True)
+        return [bid for _, bid in held]
+
+    def _matched(self, ctx: AnchorContext) -> list[tuple[float, str]]:
+        """``(expected cached tokens, backend id)`` of every backend the router-side
+        index matches for ``ctx.request`` (tokens > 0), each one's poll read first."""
+        request = ctx.request
+        keys = self.keys(request)
+        depth = self.index.matched(keys) if keys else {}
+        if not depth:
+            return []
+        engines = ctx.snapshot.engines
+        for backend_id in list(depth):
+            self._read_poll(backend_id, engines.get(backend_id))
+        depth = self.index.matched(keys)
+        held = [(self._expected(request, bid, depth), bid) for bid in depth]
+        return [h for h in held if h[0] > 0]
+
     def dispatched(self, request: ChatRequest, backend_id: str, tokens: int) -> int:
         """``request`` is sent to ``backend_id``: it will hold the prompt's blocks (recorded
         now, as GIE records its pick before the request goes out, so a conversation's next
@@ -229,3 +259,7 @@ class Affinity:
                 held = events.matched(backend_id, self._engine_keys(request, size)) * size
                 return float(min(max(held, guess), limit))
         return min(guess, limit)
+
+
+def _tokens(held: tuple[float, str]) -> float:
+    return held[0]

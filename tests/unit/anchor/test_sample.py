@@ -61,6 +61,22 @@ def test_prefix_holders_are_always_in_the_sample_longest_first_up_to_half():
     assert len(kept & {b.id for b in POOL[:40]}) >= 32  # half the sample: holders first
 
 
+def test_holders_filtered_out_before_the_sample_take_no_place_in_it():
+    affinity = Affinity(PrefixIndex(block_tokens=4))
+    affinity.pricing = True
+    prompt = text(1, 2, 3, 4)
+    for i in range(40):  # b000…b039 hold the whole prompt, b040 half of it
+        affinity.dispatched(request(prompt, prompt_tokens=16), POOL[i].id, 16)
+    affinity.dispatched(request(text(1, 2), prompt_tokens=8), POOL[40].id, 8)
+    ctx = context(req=request(prompt + "x", prompt_tokens=17))
+    held = affinity.holders(ctx, POOL)  # longest first
+    assert set(held[:40]) == {b.id for b in POOL[:40]} and held[40:] == [POOL[40].id]
+    f = SampleFilter(128, 64, affinity, random.Random(0))
+    kept = f.filter(ctx, POOL[40:])  # the 40 deepest holders were filtered out
+    assert len(kept) == 64 and POOL[40] in kept
+    assert not {b.id for b in kept} & {b.id for b in POOL[:40]}
+
+
 def test_without_pricing_holders_get_no_place_of_their_own():
     affinity = Affinity(PrefixIndex(block_tokens=4))
     affinity.dispatched(request(text(1, 2), prompt_tokens=8), "b000", 8)

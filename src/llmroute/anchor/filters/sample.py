@@ -51,12 +51,22 @@ class SampleFilter:
 
     def _holders(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[int]:
         """Positions of the candidates expected to hold the most of the prompt's prefix
-        (any at all), longest first, at most half the sample; none unless priced."""
+        (any at all), longest first, at most half the sample; none unless priced. Costs a
+        pass over the pool only when some backend holds the prefix (``Affinity.holders``
+        reads the index's matches, not the pool)."""
         if not self._affinity.pricing:
             return []
-        cached = self._affinity.cached_tokens(ctx, candidates)
-        if not any(cached):
+        held = self._affinity.holders(ctx, candidates)
+        if not held:
             return []
-        held = [i for i, c in enumerate(cached) if c > 0]
-        held.sort(key=cached.__getitem__, reverse=True)
-        return held[: self.size // 2]
+        ids, most = [b.id for b in candidates], self.size // 2
+        if len(held) > most:  # many holders: one map beats a scan each
+            where = dict(zip(ids, range(len(ids))))
+            return [i for i in map(where.get, held) if i is not None][:most]
+        out = []
+        for bid in held:
+            try:
+                out.append(ids.index(bid))
+            except ValueError:  # filtered out before the sample
+                continue
+        return out
