@@ -19,6 +19,9 @@ name swaps, hit rate on real repeat traffic, and speed through the real server.
   ``bench/lib/upstream.py``: the p50 of a served hit (client round trip on loopback, beside a
   miss's round trip in the same run; the lookup's and the gate's own times from
   ``server-timing``) and the lookup's added time on a miss (``server-timing: cache;dur``).
+  Beside them the same run's floor: a ``GET /v1/models`` round trip after each hit (same
+  client, same server; no gate, no lookup), ``http_floor_p50_ms`` — what any answer from
+  this server costs on this machine before the cache does anything.
 
 ``--quick``: samples (300 pairs per language and split, 300 questions, 200 repeats, 100
 timed requests); ``--smoke``: a few of each, to check every path runs. Last line:
@@ -189,7 +192,7 @@ def _timed(url: str, n: int, rng: random.Random) -> dict[str, float]:
     with httpx.Client(base_url=url, timeout=60) as http:
         _ready(http)
         asked = questions(n + 1, rng)
-        miss_ms, hit_ms, hit_server_ms, miss_trip, hit_gate = [], [], [], [], []
+        miss_ms, hit_ms, hit_server_ms, miss_trip, hit_gate, floor = [], [], [], [], [], []
         for i, text in enumerate(asked):
             body = {"model": "auto", "messages": [{"role": "user", "content": text}]}
             t0 = time.perf_counter()
@@ -203,6 +206,9 @@ def _timed(url: str, n: int, rng: random.Random) -> dict[str, float]:
                 hit_ms.append(elapsed)
                 hit_server_ms.append(_cache_dur(again))
                 hit_gate.append(_cache_dur(again, "gate"))
+                t0 = time.perf_counter()
+                http.get("/v1/models")
+                floor.append((time.perf_counter() - t0) * 1000)
         metrics = http.get("/metrics").text
     embeds = next((float(line.split()[-1]) for line in metrics.splitlines()
                    if line.startswith("llmroute_cache_embeds_total")), 0.0)
@@ -211,6 +217,7 @@ def _timed(url: str, n: int, rng: random.Random) -> dict[str, float]:
            "miss_added_p50_ms": round(statistics.median(miss_ms), 3),
            "miss_round_trip_p50_ms": round(statistics.median(miss_trip), 3),
            "hit_gate_p50_ms": round(statistics.median(hit_gate), 3) if hit_gate else None,
+           "http_floor_p50_ms": round(statistics.median(floor), 3) if floor else None,
            "miss_lookups_that_embedded": embeds / max(len(asked), 1)}
     print(f"speed: {len(hit_ms)} hits, {len(miss_ms)} misses: {out}")
     return out
