@@ -130,6 +130,8 @@ def response_of(body: dict[str, Any], request: ChatRequest, draft: Draft
         output.append(call_item(call.get("id") or item_id("call_"), fn.get("name", ""),
                                 fn.get("arguments") or ""))
     status = "incomplete" if choice.get("finish_reason") == "length" else "completed"
+    if output and status == "incomplete":  # the item the token budget cut short
+        output[-1]["status"] = status
     return draft.response(status, output, usage_of(body.get("usage"), request))
 
 
@@ -239,7 +241,7 @@ class ResponseEvents(ChatChunks):
             return b""
         self._open = None
         item = self._output[index]
-        item["status"] = "completed"
+        item["status"] = self._status  # incomplete: the last item, cut by the token budget
         if item["type"] == "message":
             text, self._text_so_far = "".join(self._text_so_far), []
             part = _text_part(text)

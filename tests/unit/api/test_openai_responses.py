@@ -166,6 +166,31 @@ async def test_a_handoff_mid_stream_loses_and_repeats_no_text(cfg):
     assert len(final.output) == 1
 
 
+CUT_SHORT = [{"id": "chatcmpl-real", "object": "chat.completion", "created": 1700000000,
+              "model": "served", "choices": [{"index": 0, "finish_reason": "length",
+                                              "message": {"role": "assistant",
+                                                          "content": "One two"}}],
+              "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}]
+CUT_SHORT_STREAM = [delta({"role": "assistant", "content": "One"}),
+                    delta({"content": " two"}, "length")]
+
+
+async def test_an_answer_cut_by_the_token_budget_is_incomplete_and_so_is_its_item(cfg):
+    async with serve_upstream([("raw", CUT_SHORT), ("raw", CUT_SHORT_STREAM)]) as up, \
+            open_router(cfg(up)) as (_, client):
+        whole = await sdk(client).responses.create(model="auto", input="Count",
+                                                   max_output_tokens=2)
+        async with sdk(client).responses.stream(model="auto", input="Count",
+                                                max_output_tokens=2) as stream:
+            events = [e async for e in stream]  # the helper's final needs completed
+    kinds, streamed = [e.type for e in events], events[-1].response
+    for r in (whole, streamed):
+        assert r.status == "incomplete" and r.output_text == "One two"
+        assert r.incomplete_details.reason == "max_output_tokens"
+        assert [item.status for item in r.output] == ["incomplete"]
+    assert kinds[-1] == "response.incomplete"
+
+
 async def test_a_dead_end_mid_stream_is_response_failed(cfg):
     async with serve_upstream([("cut", 2)], "The quick brown fox") as up, \
             open_router(cfg(up)) as (_, client):
