@@ -71,15 +71,19 @@ async def _answer(call: Call) -> Routed:
 def embedding_plan(backends: Mapping[str, Backend], model: str, max_attempts: int
                    ) -> RoutePlan:
     """The plan for an embeddings request naming ``model``: a pool's backends, or the
-    backends serving that model name, in config order. Raises ModelNotFound or
-    InvalidRequest (``auto`` with several embeddings pools)."""
+    backends serving that model name, in config order. Raises ModelNotFound (404: no
+    embeddings backend at all, or none serving ``model``) or InvalidRequest (``auto`` with
+    several embeddings pools)."""
     embedders = [b for b in backends.values() if b.mode == "embeddings"]
+    if not embedders:
+        raise ModelNotFound("No embeddings backend is configured: /v1/embeddings is served "
+                            "by backends with 'mode: embeddings'", param="model")
     pools = list(dict.fromkeys(b.pool for b in embedders))
     if model == "auto" and len(pools) == 1:
         model = pools[0]
     elif model == "auto":
         raise InvalidRequest("model 'auto' is ambiguous for embeddings: name one of "
-                             f"{', '.join(pools) or '(none configured)'}", param="model")
+                             f"{', '.join(pools)}", param="model")
     if model in pools:
         ids = tuple(b.id for b in embedders if b.pool == model)
         return RoutePlan(model, f"embeddings pool {model}", ids, max_attempts=max_attempts)
@@ -88,8 +92,7 @@ def embedding_plan(backends: Mapping[str, Backend], model: str, max_attempts: in
         return RoutePlan(backends[served[0]].pool, f"embeddings model {model}", served,
                          max_attempts=max_attempts)
     raise ModelNotFound(f"No embeddings model '{model}': use an embeddings pool "
-                        f"({', '.join(pools) or 'none configured'}) or its served model "
-                        "name", param="model")
+                        f"({', '.join(pools)}) or its served model name", param="model")
 
 
 def _named(body: dict[str, Any], model: str) -> dict[str, Any]:

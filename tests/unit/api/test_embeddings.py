@@ -107,6 +107,15 @@ async def test_unknown_model_and_chat_models_are_not_embedders():
     assert as_chat.status_code == 404 and seen == []
 
 
+async def test_without_an_embeddings_backend_any_model_is_a_404_that_says_so():
+    async with serve_upstream(["ok"]) as chat:
+        async with open_router(make_config([{"id": "c", "pool": "general",
+                                             "base_url": chat.base_url}])) as (_, client):
+            r = await client.post("/v1/embeddings", json={"model": "auto", "input": "x"})
+    assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
+    assert "No embeddings backend is configured" in r.json()["error"]["message"]
+
+
 async def test_auto_with_two_embedding_pools_is_ambiguous():
     async with serve_upstream(["ok"]) as chat, embedder() as (url, _):
         backends = _backends(chat.base_url, url) + [
