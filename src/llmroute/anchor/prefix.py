@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 
 from llmroute.anchor.affinity import PrefixIndex
 from llmroute.anchor.kv_index import KvEventIndex
@@ -107,7 +108,7 @@ class Affinity:
             held = [(c, b.id) for b, c in zip(candidates, cached) if c > 0]
         else:
             held = self._matched(ctx)
-        held.sort(key=_tokens, reverse=True)
+        held.sort(key=itemgetter(0), reverse=True)
         return [bid for _, bid in held]
 
     def _matched(self, ctx: AnchorContext) -> list[tuple[float, str]]:
@@ -119,7 +120,7 @@ class Affinity:
         if not depth:
             return []
         engines = ctx.snapshot.engines
-        for backend_id in list(depth):
+        for backend_id in list(depth):  # only a matched backend's poll can change its part
             self._read_poll(backend_id, engines.get(backend_id))
         depth = self.index.matched(keys)
         held = [(self._expected(request, bid, depth), bid) for bid in depth]
@@ -210,28 +211,23 @@ class Affinity:
     def _column(self, ctx: AnchorContext, candidates: Sequence[Backend]) -> list[float]:
         """Expected cached tokens per candidate; a backend's signals are read (``observe``)
         when they are a new poll, and only the backends the indexes match cost a call."""
-        request, n = ctx.request, len(candidates)
-        keys = self.keys(request)
-        depth = self.index.matched(keys) if keys else {}
         if self.events is not None:  # every backend may hold blocks: read every new poll
+            request = ctx.request
+            keys = self.keys(request)
             rows = engine_rows(ctx, candidates)
             for b, e in zip(candidates, rows):
                 self._read_poll(b.id, e)
             depth = self.index.matched(keys) if keys else {}  # a restart may have emptied one
             return [self._expected(request, b.id, depth, e is not None)
                     for b, e in zip(candidates, rows)]
-        out = [0.0] * n
-        if not depth:
-            return out
-        where = {b.id: i for i, b in enumerate(candidates)}
-        engines = ctx.snapshot.engines
-        for backend_id in list(depth):  # only a matched backend's poll can change its part
-            self._read_poll(backend_id, engines.get(backend_id))
-        depth = self.index.matched(keys)
-        for backend_id in depth:
-            i = where.get(backend_id)
-            if i is not None:
-                out[i] = self._expected(request, backend_id, depth)
+        out = [0.0] * len(candidates)
+        held = self._matched(ctx)
+        if held:
+            where = {b.id: i for i, b in enumerate(candidates)}
+            for tokens, backend_id in held:
+                i = where.get(backend_id)
+                if i is not None:
+                    out[i] = tokens
         return out
 
     def _read_poll(self, backend_id: str, signals: EngineSignals | None) -> None:
@@ -259,7 +255,3 @@ class Affinity:
                 held = events.matched(backend_id, self._engine_keys(request, size)) * size
                 return float(min(max(held, guess), limit))
         return min(guess, limit)
-
-
-def _tokens(held: tuple[float, str]) -> float:
-    return held[0]
